@@ -1,0 +1,8 @@
+module github.com/dsh-sandbox/dsh-sandbox
+
+go 1.26.8
+
+require (
+	github.com/seccomp/libseccomp-golang v0.11.1
+	golang.org/x/sys v0.50.0
+)

@@ -1,0 +1,111 @@
+package sandbox
+
+import "github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+
+// Enforcement levels.
+const (
+	LevelFull        = "full"        // every guarantee of the mode holds
+	LevelPartial     = "partial"     // confined, but Missing lists guarantees that do not hold
+	LevelNone        = "none"        // danger-full-access: no confinement by design
+	LevelUnavailable = "unavailable" // the mode cannot run on this host (probe only)
+)
+
+// Layer names, in the order they are applied.
+const (
+	LayerUserNS        = "user-namespace"
+	LayerMountView     = "mount-view"
+	LayerPIDNS         = "pid-namespace"
+	LayerNetNS         = "net-namespace"
+	LayerIPCNS         = "ipc-namespace"
+	LayerUTSNS         = "uts-namespace"
+	LayerLandlock      = "landlock"
+	LayerSeccomp       = "seccomp"
+	LayerSeccompNotify = "seccomp-notify"
+)
+
+// Guarantees that a host may be unable to give; they appear in
+// Enforcement.Missing.
+const (
+	// No mount view: protected paths inside the writable roots are guarded
+	// only by the supervisor's (raceable) pre-denial.
+	MissingProtectedPaths = "protected-paths"
+	// No mount view: Landlock does not cover chmod, chown, utimes and xattr
+	// changes on files outside the writable roots.
+	MissingMetadataWrites = "metadata-writes"
+	// No Landlock: a read-only mount does not stop writes to device nodes.
+	MissingDeviceWrites = "device-writes"
+	// No pid namespace: host processes are visible in /proc (e.g. cmdline).
+	MissingProcessVisibility = "process-visibility"
+	// No pid namespace and Landlock ABI < 6: host processes of the same user
+	// can be signalled.
+	MissingSignalIsolation = "signal-isolation"
+	// No ipc namespace: host System V IPC and POSIX message queues are reachable.
+	MissingIPCIsolation = "ipc-isolation"
+	// No mount view and Landlock ABI < 3: truncate(2) outside the roots is not denied.
+	MissingTruncate = "truncate"
+	// No seccomp user notification: denials are enforced but not reported,
+	// and connect() to any unix socket is denied.
+	MissingDenialFacts = "denial-facts"
+)
+
+// Enforcement describes how a command was (or would be) confined.
+type Enforcement struct {
+	Level       string   `json:"level"`
+	Layers      []string `json:"layers"`
+	Missing     []string `json:"missing"`
+	LandlockABI int      `json:"landlock_abi"`
+	// Reasons explain absent layers, e.g. why user namespaces were unavailable.
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// layers is what a runner actually applied (or a probe found possible).
+type layers struct {
+	ns          namespaces
+	mountView   bool
+	freshProc   bool
+	landlockABI int
+	seccomp     bool
+	notify      bool
+}
+
+// assess turns applied layers into an Enforcement for mode m.
+func assess(m modes.Mode, l layers) Enforcement {
+	if !m.Confines() {
+		return Enforcement{Level: LevelNone, Layers: []string{}, Missing: []string{}}
+	}
+	e := Enforcement{Layers: []string{}, Missing: []string{}, LandlockABI: l.landlockABI}
+	add := func(on bool, name string) {
+		if on {
+			e.Layers = append(e.Layers, name)
+		}
+	}
+	add(l.ns.User, LayerUserNS)
+	add(l.mountView, LayerMountView)
+	add(l.ns.PID && l.freshProc, LayerPIDNS)
+	add(l.ns.Net, LayerNetNS)
+	add(l.ns.IPC, LayerIPCNS)
+	add(l.ns.UTS, LayerUTSNS)
+	add(l.landlockABI > 0, LayerLandlock)
+	add(l.seccomp, LayerSeccomp)
+	add(l.notify, LayerSeccompNotify)
+
+	miss := func(cond bool, name string) {
+		if cond {
+			e.Missing = append(e.Missing, name)
+		}
+	}
+	pidIsolated := l.ns.PID && l.freshProc
+	miss(!l.mountView && m == modes.WorkspaceWrite, MissingProtectedPaths)
+	miss(!l.mountView, MissingMetadataWrites)
+	miss(l.landlockABI == 0, MissingDeviceWrites)
+	miss(!pidIsolated, MissingProcessVisibility)
+	miss(!pidIsolated && l.landlockABI < 6, MissingSignalIsolation)
+	miss(!l.ns.IPC, MissingIPCIsolation)
+	miss(!l.mountView && l.landlockABI < 3, MissingTruncate)
+	miss(!l.notify, MissingDenialFacts)
+	e.Level = LevelFull
+	if len(e.Missing) > 0 {
+		e.Level = LevelPartial
+	}
+	return e
+}

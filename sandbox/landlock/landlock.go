@@ -1,0 +1,202 @@
+//go:build linux
+
+package landlock
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// ErrUnavailable is returned by ABI when the kernel does not offer Landlock.
+var ErrUnavailable = errors.New("landlock is not available")
+
+// ABI returns the kernel's Landlock ABI version. It fails with an error
+// wrapping ErrUnavailable when Landlock is not compiled in, not enabled in the
+// lsm= list, or blocked (ENOSYS/EOPNOTSUPP).
+func ABI() (int, error) {
+	v, err := getABI()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if v < 1 {
+		return 0, fmt.Errorf("%w: ABI %d", ErrUnavailable, v)
+	}
+	return v, nil
+}
+
+// Features says which guarantees an ABI can give.
+type Features struct {
+	ABI         int  `json:"abi"`
+	Refer       bool `json:"refer"`        // ABI 2: cross-directory rename/link
+	Truncate    bool `json:"truncate"`     // ABI 3
+	TCP         bool `json:"tcp"`          // ABI 4
+	IoctlDev    bool `json:"ioctl_dev"`    // ABI 5
+	Scopes      bool `json:"scopes"`       // ABI 6: abstract unix sockets, signals
+	Audit       bool `json:"audit"`        // ABI 7
+	ResolveUnix bool `json:"resolve_unix"` // ABI 9: pathname unix sockets
+	UDP         bool `json:"udp"`          // ABI 10
+}
+
+// FeaturesOf returns the features of ABI v.
+func FeaturesOf(v int) Features {
+	return Features{ABI: v, Refer: v >= 2, Truncate: v >= 3, TCP: v >= 4, IoctlDev: v >= 5,
+		Scopes: v >= 6, Audit: v >= 7, ResolveUnix: v >= 9, UDP: v >= 10}
+}
+
+// Names lists the features present, for display.
+func (f Features) Names() []string {
+	var out []string
+	if f.ABI >= 1 {
+		out = append(out, "filesystem")
+	}
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{f.Refer, "refer"}, {f.Truncate, "truncate"}, {f.TCP, "tcp"}, {f.IoctlDev, "ioctl-dev"},
+		{f.Scopes, "scopes"}, {f.Audit, "audit"}, {f.ResolveUnix, "resolve-unix"}, {f.UDP, "udp"}} {
+		if x.on {
+			out = append(out, x.name)
+		}
+	}
+	return out
+}
+
+const (
+	fsRead  = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR
+	fsFile  = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	fsWrite = unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE | unix.LANDLOCK_ACCESS_FS_MAKE_CHAR |
+		unix.LANDLOCK_ACCESS_FS_MAKE_DIR | unix.LANDLOCK_ACCESS_FS_MAKE_REG | unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_MAKE_FIFO |
+		unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK | unix.LANDLOCK_ACCESS_FS_MAKE_SYM | unix.LANDLOCK_ACCESS_FS_REFER | unix.LANDLOCK_ACCESS_FS_TRUNCATE |
+		unix.LANDLOCK_ACCESS_FS_IOCTL_DEV | unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+)
+
+// handledFS returns every filesystem right ABI v knows.
+func handledFS(v int) uint64 {
+	h := uint64(1<<13 - 1) // ABI 1: execute .. make_sym
+	if v >= 2 {
+		h |= unix.LANDLOCK_ACCESS_FS_REFER
+	}
+	if v >= 3 {
+		h |= unix.LANDLOCK_ACCESS_FS_TRUNCATE
+	}
+	if v >= 5 {
+		h |= unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
+	}
+	if v >= 9 {
+		h |= unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+	}
+	return h
+}
+
+type rule struct {
+	path   string
+	access uint64
+}
+
+// Ruleset is a Landlock ruleset derived from a policy for one ABI. It is a
+// value: building it opens nothing; Restrict does the work.
+type Ruleset struct {
+	features   Features
+	handledFS  uint64
+	handledNet uint64
+	scoped     uint64
+	rules      []rule
+}
+
+// ForABI derives the ruleset enforcing p on a kernel with Landlock ABI v.
+// Filesystem: read and execute everywhere, every right under the writable
+// roots, file rights on the device sinks and terminals. Network (when p
+// denies it): TCP/UDP ports all denied, pathname unix sockets only under the
+// writable roots, abstract unix sockets scoped. Signals are always scoped.
+func ForABI(p modes.Policy, v int) Ruleset {
+	rs := Ruleset{features: FeaturesOf(v), handledFS: handledFS(v)}
+	if !p.Network {
+		if v >= 4 {
+			rs.handledNet |= unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+		}
+		if v >= 10 {
+			rs.handledNet |= unix.LANDLOCK_ACCESS_NET_BIND_UDP | unix.LANDLOCK_ACCESS_NET_CONNECT_SEND_UDP
+		}
+		if v >= 6 {
+			rs.scoped |= unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+		}
+	} else {
+		rs.handledFS &^= unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+	}
+	if v >= 6 {
+		rs.scoped |= unix.LANDLOCK_SCOPE_SIGNAL
+	}
+	rs.rules = append(rs.rules, rule{"/", fsRead})
+	for _, d := range modes.DeviceSinks {
+		rs.rules = append(rs.rules, rule{d, fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE})
+	}
+	for _, d := range modes.TerminalDevices {
+		rs.rules = append(rs.rules, rule{d, (fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE) | unix.LANDLOCK_ACCESS_FS_READ_DIR})
+	}
+	for _, r := range p.WritableRoots {
+		rs.rules = append(rs.rules, rule{r, fsRead | fsWrite})
+	}
+	return rs
+}
+
+// Features returns what the ruleset's ABI covers.
+func (rs Ruleset) Features() Features { return rs.features }
+
+// Restrict builds the ruleset in the kernel and enforces it on the calling
+// OS thread (and everything it later starts). The caller must have set
+// no_new_privs on this thread and must keep the goroutine locked to it.
+// Any failure is returned; nothing is silently skipped except rule paths that
+// do not exist (e.g. /dev/pts in a minimal container).
+func (rs Ruleset) Restrict() error {
+	if rs.features.ABI < 1 {
+		return ErrUnavailable
+	}
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: rs.handledFS, Handled_access_net: rs.handledNet, Scoped: rs.scoped}
+	fd, err := createRuleset(&attr, rulesetAttrSize(rs.features.ABI))
+	if err != nil {
+		return fmt.Errorf("landlock_create_ruleset: %w", err)
+	}
+	defer unix.Close(fd)
+	for _, r := range rs.rules {
+		if err := addPathRule(fd, r, rs.handledFS); err != nil {
+			return err
+		}
+	}
+	if err := restrictSelf(fd); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return nil
+}
+
+func addPathRule(rulesetFD int, r rule, handled uint64) error {
+	pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return fmt.Errorf("landlock rule %s: %w", r.path, err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return fmt.Errorf("landlock rule %s: %w", r.path, err)
+	}
+	access := r.access & handled
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		access &= fsFile // only file rights are valid on a non-directory
+	}
+	if access == 0 {
+		return nil
+	}
+	if err := addPathBeneath(rulesetFD, &unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)}); err != nil {
+		return fmt.Errorf("landlock rule %s: %w", r.path, err)
+	}
+	return nil
+}
+
+// Supported reports whether this process can use Landlock right now.
+func Supported() bool { _, err := ABI(); return err == nil }

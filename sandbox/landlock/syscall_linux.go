@@ -1,0 +1,60 @@
+//go:build linux
+
+package landlock
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The three Landlock system calls, thread-scoped. go-landlock's syscall
+// package is not used because it links libpsx (which wraps pthread_create in
+// a cgo binary) for process-wide enforcement this project does not need.
+
+func getABI() (int, error) {
+	r, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// rulesetAttrSize is the size of struct landlock_ruleset_attr that ABI v
+// understands; passing the smallest sufficient size keeps older kernels happy.
+func rulesetAttrSize(v int) uintptr {
+	switch {
+	case v < 4:
+		return 8
+	case v < 6:
+		return 16
+	case v < 10:
+		return 24
+	}
+	return unsafe.Sizeof(unix.LandlockRulesetAttr{})
+}
+
+func createRuleset(attr *unix.LandlockRulesetAttr, size uintptr) (int, error) {
+	r, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(attr)), size, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
+func addPathBeneath(rulesetFD int, attr *unix.LandlockPathBeneathAttr) error {
+	_, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rulesetFD), unix.LANDLOCK_RULE_PATH_BENEATH,
+		uintptr(unsafe.Pointer(attr)), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func restrictSelf(rulesetFD int) error {
+	_, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rulesetFD), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}

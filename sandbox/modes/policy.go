@@ -1,0 +1,296 @@
+package modes
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// DeviceSinks are writable in every confined mode.
+var DeviceSinks = []string{"/dev/null", "/dev/zero", "/dev/full"}
+
+// TerminalDevices are readable and writable in every confined mode so that
+// interactive programs keep working; /dev/pts is a directory of ptys.
+var TerminalDevices = []string{"/dev/tty", "/dev/ptmx", "/dev/pts"}
+
+// DefaultProtected are the workspace-relative paths that stay read-only inside
+// the writable roots unless the caller changes Options.Protect.
+var DefaultProtected = []string{".git/hooks", ".git/config"}
+
+// Options is what a caller asks for. Derive turns it into a Policy.
+type Options struct {
+	Mode       Mode
+	Workspace  string   // default: the current directory
+	AllowWrite []string // extra writable roots (workspace-write only); must exist
+	Protect    []string // extra protected paths, absolute or workspace-relative
+	Network    bool
+	TempDir    string // $TMPDIR, writable under workspace-write when it exists
+}
+
+// Policy is a canonical, fully explicit sandbox policy. All paths are
+// absolute, cleaned and free of symlinks.
+type Policy struct {
+	Mode          Mode     `json:"mode"`
+	Workspace     string   `json:"workspace"`
+	WritableRoots []string `json:"writable_roots"`
+	Protected     []string `json:"protected"`
+	Network       bool     `json:"network"`
+}
+
+// ErrWorkspace is wrapped by Derive when the workspace cannot be opened.
+var ErrWorkspace = errors.New("cannot open workspace")
+
+// ErrWritableRoot is wrapped by Derive when an --allow-write root is unusable.
+var ErrWritableRoot = errors.New("cannot use writable root")
+
+// Derive canonicalises o into a Policy. It fails, naming the path, when the
+// workspace or an extra writable root does not exist or is not a directory.
+func Derive(o Options) (Policy, error) {
+	if !o.Mode.Valid() {
+		return Policy{}, fmt.Errorf("%w %d", ErrUnknownMode, int(o.Mode))
+	}
+	ws := o.Workspace
+	if ws == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return Policy{}, fmt.Errorf("%w: %w", ErrWorkspace, err)
+		}
+		ws = wd
+	}
+	ws, err := canonicalDir(ws)
+	if err != nil {
+		return Policy{}, fmt.Errorf("%w: %w", ErrWorkspace, err)
+	}
+	p := Policy{Mode: o.Mode, Workspace: ws, Network: o.Network}
+	if o.Mode != WorkspaceWrite {
+		if o.Mode == DangerFullAccess {
+			p.Network = true
+		}
+		return p, nil
+	}
+	roots := []string{ws}
+	for _, r := range o.AllowWrite {
+		c, err := canonicalDir(r)
+		if err != nil {
+			return Policy{}, fmt.Errorf("%w: %w", ErrWritableRoot, err)
+		}
+		roots = append(roots, c)
+	}
+	// Environmental roots are used when present and silently skipped otherwise.
+	for _, r := range []string{"/tmp", o.TempDir, "/dev/shm"} {
+		if r == "" {
+			continue
+		}
+		if c, err := canonicalDir(r); err == nil {
+			roots = append(roots, c)
+		}
+	}
+	p.WritableRoots = minimalRoots(roots)
+
+	var prot []string
+	for _, rel := range DefaultProtected {
+		prot = append(prot, gitProtected(ws, rel)...)
+	}
+	for _, pp := range o.Protect {
+		if pp == "" {
+			return Policy{}, errors.New("empty protected path")
+		}
+		if !filepath.IsAbs(pp) {
+			pp = filepath.Join(ws, pp)
+		}
+		prot = append(prot, canonicalMaybeMissing(pp))
+	}
+	p.Protected = dedupe(filterUnder(prot, p.WritableRoots))
+	return p, nil
+}
+
+// Writable reports whether a canonical path may be written under p: it lies
+// in a writable root and not in a protected path, or it is a device sink or
+// terminal device.
+func (p Policy) Writable(path string) bool {
+	if !p.Mode.Confines() {
+		return true
+	}
+	if p.IsDevice(path) {
+		return true
+	}
+	if p.Protects(path) {
+		return false
+	}
+	for _, r := range p.WritableRoots {
+		if Within(path, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsDevice reports whether path is a device sink or terminal device.
+func (p Policy) IsDevice(path string) bool {
+	for _, d := range DeviceSinks {
+		if path == d {
+			return true
+		}
+	}
+	for _, d := range TerminalDevices {
+		if Within(path, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// Protects reports whether path is a protected path or lies beneath one.
+func (p Policy) Protects(path string) bool {
+	for _, pp := range p.Protected {
+		if Within(path, pp) {
+			return true
+		}
+	}
+	return false
+}
+
+// Within reports whether path equals root or lies beneath it. Both must be
+// clean absolute paths.
+func Within(path, root string) bool {
+	if root == "/" {
+		return strings.HasPrefix(path, "/")
+	}
+	return path == root || strings.HasPrefix(path, root+"/")
+}
+
+func canonicalDir(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	c, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(c)
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%s: not a directory", p)
+	}
+	f, err := os.Open(c)
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	return c, nil
+}
+
+// canonicalMaybeMissing resolves symlinks in the longest existing prefix of
+// p and appends the missing rest unchanged.
+func canonicalMaybeMissing(p string) string {
+	p = filepath.Clean(p)
+	var rest []string
+	for cur := p; ; cur = filepath.Dir(cur) {
+		if c, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(append([]string{c}, rest...)...)
+		}
+		if cur == "/" || cur == "." {
+			return p
+		}
+		rest = append([]string{filepath.Base(cur)}, rest...)
+	}
+}
+
+// gitProtected maps a default protected path (".git/hooks") onto the real
+// git directories: a .git file (worktree, submodule) is itself protected and
+// its gitdir and commondir get the same treatment.
+func gitProtected(ws, rel string) []string {
+	dotgit := filepath.Join(ws, ".git")
+	st, err := os.Lstat(dotgit)
+	if err != nil || st.IsDir() {
+		return []string{canonicalMaybeMissing(filepath.Join(ws, rel))}
+	}
+	out := []string{canonicalMaybeMissing(dotgit)}
+	leaf := strings.TrimPrefix(rel, ".git/")
+	gitdir := readGitdir(dotgit)
+	if gitdir == "" {
+		return out
+	}
+	out = append(out, canonicalMaybeMissing(filepath.Join(gitdir, leaf)))
+	if b, err := os.ReadFile(filepath.Join(gitdir, "commondir")); err == nil {
+		common := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(common) {
+			common = filepath.Join(gitdir, common)
+		}
+		out = append(out, canonicalMaybeMissing(filepath.Join(common, leaf)))
+	}
+	return out
+}
+
+func readGitdir(dotgit string) string {
+	f, err := os.Open(dotgit)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		return ""
+	}
+	line, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "gitdir:")
+	if !ok {
+		return ""
+	}
+	d := strings.TrimSpace(line)
+	if !filepath.IsAbs(d) {
+		d = filepath.Join(filepath.Dir(dotgit), d)
+	}
+	return d
+}
+
+// minimalRoots removes duplicates and roots nested inside another root.
+func minimalRoots(roots []string) []string {
+	roots = dedupe(roots)
+	var out []string
+	for _, r := range roots {
+		nested := false
+		for _, o := range roots {
+			if o != r && Within(r, o) {
+				nested = true
+				break
+			}
+		}
+		if !nested {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func filterUnder(paths, roots []string) []string {
+	var out []string
+	for _, p := range paths {
+		for _, r := range roots {
+			if Within(p, r) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

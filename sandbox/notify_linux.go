@@ -1,0 +1,283 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	libseccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
+)
+
+// notifier answers the seccomp user notifications of one sandbox. It never
+// widens what the kernel layers allow: it pre-denies what the policy forbids
+// (recording a fact) and lets everything else continue to the kernel, except
+// connect(), which it performs itself after checking the socket path, so the
+// target cannot swap the address after the check.
+type notifier struct {
+	fd     int
+	table  map[int32]seccomp.Rule
+	policy modes.Policy
+	facts  *factLog
+	conns  sync.WaitGroup
+	done   chan struct{}
+}
+
+func newNotifier(fd int, p modes.Policy, facts *factLog) (*notifier, error) {
+	table, err := seccomp.Table(seccomp.Spec{Network: p.Network, Notify: true})
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return &notifier{fd: fd, table: table, policy: p, facts: facts, done: make(chan struct{})}, nil
+}
+
+// run serves notifications until every process holding the filter is gone.
+func (n *notifier) run() {
+	defer close(n.done)
+	defer unix.Close(n.fd)
+	fds := []unix.PollFd{{Fd: int32(n.fd), Events: unix.POLLIN}}
+	for {
+		fds[0].Revents = 0
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			break
+		}
+		if fds[0].Revents&unix.POLLIN == 0 {
+			break // POLLHUP: no task uses the filter any more
+		}
+		req, err := libseccomp.NotifReceive(libseccomp.ScmpFd(n.fd))
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINTR) {
+				continue // the target died or was interrupted
+			}
+			break
+		}
+		n.handle(req)
+	}
+	n.conns.Wait()
+}
+
+func (n *notifier) wait() { <-n.done }
+
+// verdict is the answer to one notification.
+type verdict struct {
+	cont  bool       // let the kernel run the call (its layers still apply)
+	errno unix.Errno // else fail with this errno (0: succeed with val)
+	val   uint64
+	fact  *Denial
+}
+
+func allow() verdict { return verdict{cont: true} }
+
+func (n *notifier) deny(rule seccomp.Rule, errno unix.Errno, path, addr string) verdict {
+	return verdict{errno: errno, fact: &Denial{Op: rule.Op, Path: path, Address: addr, Syscall: rule.Name, Errno: errnoName(errno)}}
+}
+
+func (n *notifier) respond(req *libseccomp.ScmpNotifReq, v verdict) {
+	if v.fact != nil {
+		n.facts.add(*v.fact)
+	}
+	resp := &libseccomp.ScmpNotifResp{ID: req.ID}
+	switch {
+	case v.cont:
+		resp.Flags = libseccomp.NotifRespFlagContinue
+	case v.errno != 0:
+		resp.Error = int32(v.errno)
+	default:
+		resp.Val = v.val
+	}
+	libseccomp.NotifRespond(libseccomp.ScmpFd(n.fd), resp)
+}
+
+func (n *notifier) handle(req *libseccomp.ScmpNotifReq) {
+	rule, ok := n.table[int32(req.Data.Syscall)]
+	if !ok {
+		n.respond(req, verdict{errno: unix.ENOSYS})
+		return
+	}
+	a := req.Data.Args
+	switch rule.Kind {
+	case seccomp.KindDeny:
+		addr := ""
+		if rule.Name == "ioctl" {
+			addr = ioctlName(a[1])
+		}
+		n.respond(req, n.deny(rule, rule.Errno, "", addr))
+	case seccomp.KindSocket:
+		n.respond(req, n.deny(rule, rule.Errno, "", familyName(a[0])))
+	case seccomp.KindConnect:
+		n.conns.Add(1)
+		go func() {
+			defer n.conns.Done()
+			v := n.connect(req, rule)
+			if libseccomp.NotifIDValid(libseccomp.ScmpFd(n.fd), req.ID) == nil {
+				n.respond(req, v)
+			}
+		}()
+	case seccomp.KindPath:
+		v := n.pathVerdict(req, rule)
+		// Only answer a notification that is still pending: the pid we
+		// read memory and /proc from must not have been reused.
+		if libseccomp.NotifIDValid(libseccomp.ScmpFd(n.fd), req.ID) != nil {
+			return
+		}
+		n.respond(req, v)
+	}
+}
+
+// pathArg is one path argument of a notified call.
+type pathArg struct {
+	dirfd  int32
+	addr   uint64
+	entry  bool // the call acts on the directory entry, not what it points to
+	follow bool // for non-entries: follow a final symlink
+}
+
+// pathVerdict judges a write-like filesystem call against the policy.
+func (n *notifier) pathVerdict(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
+	a := req.Data.Args
+	cwd := int32(unix.AT_FDCWD)
+	var args []pathArg
+	errno := rule.Errno
+	switch rule.Name {
+	case "open", "openat", "openat2", "creat":
+		var dirfd int32 = cwd
+		addr, flags := a[0], a[1]
+		switch rule.Name {
+		case "openat":
+			dirfd, addr, flags = int32(a[0]), a[1], a[2]
+		case "openat2":
+			dirfd, addr = int32(a[0]), a[1]
+			b, err := readBytes(int(req.Pid), a[2], 8)
+			if err != nil {
+				return allow()
+			}
+			flags = binary.LittleEndian.Uint64(b)
+		case "creat":
+			flags = unix.O_CREAT | unix.O_WRONLY | unix.O_TRUNC
+		}
+		if flags&unix.O_PATH != 0 || (flags&unix.O_ACCMODE == unix.O_RDONLY && flags&(unix.O_CREAT|unix.O_TRUNC) == 0) {
+			return allow()
+		}
+		follow := flags&unix.O_NOFOLLOW == 0 && flags&(unix.O_CREAT|unix.O_EXCL) != unix.O_CREAT|unix.O_EXCL
+		args = []pathArg{{dirfd: dirfd, addr: addr, follow: follow}}
+	case "truncate":
+		args = []pathArg{{dirfd: cwd, addr: a[0], follow: true}}
+	case "mkdir", "mknod", "unlink", "rmdir":
+		args = []pathArg{{dirfd: cwd, addr: a[0], entry: true}}
+	case "mkdirat", "mknodat", "unlinkat":
+		args = []pathArg{{dirfd: int32(a[0]), addr: a[1], entry: true}}
+	case "symlink":
+		args = []pathArg{{dirfd: cwd, addr: a[1], entry: true}}
+	case "symlinkat":
+		args = []pathArg{{dirfd: int32(a[1]), addr: a[2], entry: true}}
+	case "rename":
+		args = []pathArg{{dirfd: cwd, addr: a[0], entry: true}, {dirfd: cwd, addr: a[1], entry: true}}
+	case "renameat", "renameat2":
+		args = []pathArg{{dirfd: int32(a[0]), addr: a[1], entry: true}, {dirfd: int32(a[2]), addr: a[3], entry: true}}
+	case "link":
+		args = []pathArg{{dirfd: cwd, addr: a[0]}, {dirfd: cwd, addr: a[1], entry: true}}
+	case "linkat":
+		args = []pathArg{{dirfd: int32(a[0]), addr: a[1], follow: a[4]&unix.AT_SYMLINK_FOLLOW != 0}, {dirfd: int32(a[2]), addr: a[3], entry: true}}
+	default:
+		return allow()
+	}
+
+	t, err := openTarget(int(req.Pid))
+	if err != nil {
+		return allow()
+	}
+	defer t.close()
+	resolved := make([]string, len(args))
+	for i, pa := range args {
+		p, err := readString(int(req.Pid), pa.addr, unix.PathMax)
+		if err != nil {
+			return allow() // the kernel reports EFAULT/ENAMETOOLONG itself
+		}
+		if pa.entry {
+			resolved[i], err = t.resolveEntry(pa.dirfd, p)
+		} else {
+			resolved[i], err = t.resolve(pa.dirfd, p, pa.follow)
+		}
+		if err != nil || modes.Within(resolved[i], "/proc") {
+			return allow() // missing parents, magic links: the kernel decides
+		}
+	}
+	if rule.Op == "link" {
+		// link(old, new): the new name must be writable, and the old file
+		// must be too, or the link would grant write access to it.
+		if !n.policy.Writable(resolved[1]) {
+			return n.deny(rule, errno, resolved[1], "")
+		}
+		if !n.policy.Writable(resolved[0]) {
+			return n.deny(rule, unix.EXDEV, resolved[0], "")
+		}
+		return allow()
+	}
+	for i, p := range resolved {
+		if !n.policy.Writable(p) {
+			return n.deny(rule, errno, p, "")
+		}
+		// Removing or renaming an ancestor of a protected path would let
+		// a command rebuild it elsewhere (the mount view pins these).
+		if (rule.Op == "remove" || (rule.Op == "rename" && i == 0)) && n.pinsProtected(p) {
+			return n.deny(rule, unix.EBUSY, p, "")
+		}
+	}
+	return allow()
+}
+
+func (n *notifier) pinsProtected(p string) bool {
+	for _, pp := range n.policy.Protected {
+		if pp != p && modes.Within(pp, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func errnoName(e unix.Errno) string {
+	if n := unix.ErrnoName(e); n != "" {
+		return n
+	}
+	return fmt.Sprintf("errno %d", int(e))
+}
+
+var families = map[uint64]string{
+	unix.AF_INET: "AF_INET", unix.AF_INET6: "AF_INET6", unix.AF_NETLINK: "AF_NETLINK",
+	unix.AF_PACKET: "AF_PACKET", unix.AF_VSOCK: "AF_VSOCK", unix.AF_BLUETOOTH: "AF_BLUETOOTH",
+	unix.AF_ALG: "AF_ALG", unix.AF_CAN: "AF_CAN", unix.AF_TIPC: "AF_TIPC", unix.AF_XDP: "AF_XDP",
+	unix.AF_KEY: "AF_KEY", unix.AF_RDS: "AF_RDS", unix.AF_UNSPEC: "AF_UNSPEC", unix.AF_UNIX: "AF_UNIX",
+}
+
+func familyName(domain uint64) string {
+	if n, ok := families[domain&0xffffffff]; ok && domain>>32 == 0 {
+		return n
+	}
+	return fmt.Sprintf("AF_%d", domain)
+}
+
+func ioctlName(req uint64) string {
+	switch req & 0xffffffff {
+	case unix.TIOCSTI:
+		return "TIOCSTI"
+	case unix.TIOCLINUX:
+		return "TIOCLINUX"
+	}
+	return fmt.Sprintf("%#x", req)
+}
+
+// abstractName renders an abstract unix socket name as "@name".
+func abstractName(b []byte) string {
+	return "@" + strings.TrimRight(string(b), "\x00")
+}

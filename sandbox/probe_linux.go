@@ -1,0 +1,143 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
+)
+
+// ProbeReport says what this host can enforce. It is the JSON document of
+// dsh-sandbox-run --probe --json.
+type ProbeReport struct {
+	Version    int                  `json:"version"`
+	Landlock   LandlockProbe        `json:"landlock"`
+	Seccomp    SeccompProbe         `json:"seccomp"`
+	Namespaces NamespaceProbe       `json:"namespaces"`
+	Modes      map[string]ModeProbe `json:"modes"`
+	// Confined is true when both confined modes can run.
+	Confined bool `json:"confined"`
+}
+
+// LandlockProbe is the Landlock part of a ProbeReport.
+type LandlockProbe struct {
+	ABI      int      `json:"abi"`
+	Features []string `json:"features"`
+	Error    string   `json:"error,omitempty"`
+}
+
+// SeccompProbe is the seccomp part of a ProbeReport.
+type SeccompProbe struct {
+	Available bool `json:"available"`
+	Notify    bool `json:"notify"`
+}
+
+// NamespaceProbe says which namespaces a sandbox gets on this host.
+type NamespaceProbe struct {
+	User  bool   `json:"user"`
+	Mount bool   `json:"mount"`
+	PID   bool   `json:"pid"`
+	Net   bool   `json:"net"`
+	IPC   bool   `json:"ipc"`
+	UTS   bool   `json:"uts"`
+	Error string `json:"error,omitempty"`
+}
+
+// ModeProbe is how one mode would be enforced.
+type ModeProbe struct {
+	Enforcement string   `json:"enforcement"`
+	Layers      []string `json:"layers"`
+	Missing     []string `json:"missing"`
+	Error       string   `json:"error,omitempty"`
+}
+
+// Probe finds out what this host can enforce by doing it: it runs `true`
+// under each confined mode (workspace: ws) with runner as the runner binary
+// ("" for this executable), and reports the layers each got.
+func Probe(runner, ws string) ProbeReport {
+	r := ProbeReport{Version: 1, Modes: map[string]ModeProbe{}, Confined: true}
+	if abi, err := landlock.ABI(); err != nil {
+		r.Landlock = LandlockProbe{Features: []string{}, Error: err.Error()}
+	} else {
+		r.Landlock = LandlockProbe{ABI: abi, Features: landlock.FeaturesOf(abi).Names()}
+	}
+	r.Seccomp = SeccompProbe{Available: seccomp.Supported(), Notify: seccomp.NotifySupported()}
+	for _, m := range modes.All() {
+		mp := ModeProbe{Layers: []string{}, Missing: []string{}}
+		p, err := modes.Derive(modes.Options{Mode: m, Workspace: ws})
+		var res *Result
+		if err == nil {
+			c := &Cmd{Policy: p, Args: []string{"true"}, Runner: runner}
+			res, err = c.Run()
+		}
+		if err != nil {
+			mp.Enforcement, mp.Error = LevelUnavailable, err.Error()
+			if m.Confines() {
+				r.Confined = false
+			}
+		} else {
+			mp.Enforcement, mp.Layers, mp.Missing = res.Enforcement.Level, res.Enforcement.Layers, res.Enforcement.Missing
+			if m == modes.WorkspaceWrite {
+				r.Namespaces = namespaceProbe(res.Enforcement)
+			}
+		}
+		r.Modes[m.String()] = mp
+	}
+	return r
+}
+
+func namespaceProbe(e Enforcement) NamespaceProbe {
+	has := map[string]bool{}
+	for _, l := range e.Layers {
+		has[l] = true
+	}
+	np := NamespaceProbe{User: has[LayerUserNS], Mount: has[LayerMountView], PID: has[LayerPIDNS],
+		Net: has[LayerNetNS], IPC: has[LayerIPCNS], UTS: has[LayerUTSNS]}
+	if !np.User || !np.Mount {
+		np.Error = strings.Join(e.Reasons, "; ")
+	}
+	return np
+}
+
+// WriteText prints the report in the human-readable form of
+// dsh-sandbox-run --probe.
+func (r ProbeReport) WriteText(w io.Writer) {
+	if r.Landlock.Error != "" {
+		fmt.Fprintf(w, "landlock: no (%s)\n", r.Landlock.Error)
+	} else {
+		fmt.Fprintf(w, "landlock: abi %d (%s)\n", r.Landlock.ABI, strings.Join(r.Landlock.Features, ", "))
+	}
+	fmt.Fprintf(w, "seccomp: %s (user notification: %s)\n", yesNo(r.Seccomp.Available), yesNo(r.Seccomp.Notify))
+	n := r.Namespaces
+	fmt.Fprintf(w, "namespaces: user %s, mount %s, pid %s, net %s, ipc %s, uts %s", yesNo(n.User), yesNo(n.Mount),
+		yesNo(n.PID), yesNo(n.Net), yesNo(n.IPC), yesNo(n.UTS))
+	if n.Error != "" {
+		fmt.Fprintf(w, " (%s)", n.Error)
+	}
+	fmt.Fprintln(w)
+	for _, m := range modes.All() {
+		mp := r.Modes[m.String()]
+		switch {
+		case mp.Enforcement == LevelNone:
+			fmt.Fprintf(w, "%s: unconfined\n", m)
+		case mp.Error != "":
+			fmt.Fprintf(w, "%s: unavailable (%s)\n", m, mp.Error)
+		case len(mp.Missing) > 0:
+			fmt.Fprintf(w, "%s: %s (missing: %s)\n", m, mp.Enforcement, strings.Join(mp.Missing, ", "))
+		default:
+			fmt.Fprintf(w, "%s: %s\n", m, mp.Enforcement)
+		}
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

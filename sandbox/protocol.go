@@ -1,0 +1,109 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// The runner is this binary re-executed with argv[0] runnerArg0 and
+// runnerEnv=1 in its environment; its control socket is fd 3.
+const (
+	runnerArg0 = "dsh-sandbox-runner"
+	runnerEnv  = "_DSH_SANDBOX_RUNNER"
+	ctrlFD     = 3
+)
+
+// namespaces records which namespaces the runner was started in.
+type namespaces struct {
+	User  bool   `json:"user"`
+	Mount bool   `json:"mount"`
+	PID   bool   `json:"pid"`
+	Net   bool   `json:"net"`
+	IPC   bool   `json:"ipc"`
+	UTS   bool   `json:"uts"`
+	Error string `json:"error,omitempty"` // why none could be created
+}
+
+// runnerSpec is the supervisor's first message to the runner.
+type runnerSpec struct {
+	Policy     modes.Policy `json:"policy"`
+	Args       []string     `json:"args"`
+	Namespaces namespaces   `json:"namespaces"`
+	Notify     bool         `json:"notify"`
+}
+
+// Message kinds sent by the runner.
+const (
+	msgListener = "listener" // carries the seccomp listener fd (SCM_RIGHTS)
+	msgReady    = "ready"    // the command started
+	msgFail     = "fail"     // the sandbox could not be set up; nothing ran
+	msgExit     = "exit"     // the command ended
+	msgKill     = "kill"     // supervisor to runner: kill the command's tree now
+)
+
+type runnerMsg struct {
+	Kind        string       `json:"kind"`
+	Detail      string       `json:"detail,omitempty"`
+	Enforcement *Enforcement `json:"enforcement,omitempty"`
+	ExitCode    int          `json:"exit_code,omitempty"`
+	Signal      int          `json:"signal,omitempty"`
+}
+
+func sendMsg(f *os.File, m any, fd int) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	return unix.Sendmsg(int(f.Fd()), b, oob, nil, 0)
+}
+
+// recvMsg reads one message; fd is -1 unless the message carried one.
+// io.EOF-like closure is reported as errClosed.
+func recvMsg(f *os.File, v any) (fd int, err error) {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return -1, err
+		}
+		if n == 0 {
+			return -1, errClosed
+		}
+		fd = -1
+		if oobn > 0 {
+			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+			if err == nil && len(msgs) > 0 {
+				if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) > 0 {
+					fd = fds[0]
+				}
+			}
+		}
+		if err := json.Unmarshal(buf[:n], v); err != nil {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return -1, fmt.Errorf("control message: %w", err)
+		}
+		return fd, nil
+	}
+}
+
+type closedError struct{}
+
+func (closedError) Error() string { return "control socket closed" }
+
+var errClosed error = closedError{}

@@ -1,0 +1,304 @@
+//go:build linux
+
+package seccomp
+
+import (
+	"errors"
+	"fmt"
+
+	libseccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
+)
+
+// Kind says how the supervisor must answer a notification.
+type Kind int
+
+const (
+	// KindDeny: answer Errno and record a denial fact named Op.
+	KindDeny Kind = iota + 1
+	// KindPath: a write-like filesystem call; decide from its path arguments.
+	KindPath
+	// KindSocket: socket() of a forbidden address family.
+	KindSocket
+	// KindConnect: connect(); emulate for allowed unix sockets, deny the rest.
+	KindConnect
+)
+
+// Rule describes one notified system call.
+type Rule struct {
+	Name  string // system call name
+	Kind  Kind
+	Op    string     // denial fact op (e.g. "write", "mount")
+	Errno unix.Errno // errno for KindDeny / pre-denials
+}
+
+// Spec selects the filter's variant.
+type Spec struct {
+	// Network allows every socket family and connect().
+	Network bool
+	// Notify routes reportable calls to a user-notification listener. Without
+	// it (kernel < 5.0) they are denied in the kernel: no facts, and connect()
+	// is denied outright when the network is off.
+	Notify bool
+}
+
+var denyCalls = []struct {
+	op    string
+	names []string
+}{
+	{"ptrace", []string{"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd"}},
+	{"mount", []string{"mount", "umount2", "pivot_root", "move_mount", "open_tree", "fsopen", "fsmount", "fspick", "fsconfig", "mount_setattr", "chroot"}},
+	{"namespace", []string{"unshare", "setns"}},
+	{"keyring", []string{"keyctl", "add_key", "request_key"}},
+	{"bpf", []string{"bpf"}},
+	{"perf", []string{"perf_event_open"}},
+	{"userfaultfd", []string{"userfaultfd"}},
+	{"kexec", []string{"kexec_load", "kexec_file_load", "reboot"}},
+	{"module", []string{"init_module", "finit_module", "delete_module"}},
+	{"system", []string{"swapon", "swapoff", "acct", "quotactl", "iopl", "ioperm", "syslog", "lookup_dcookie", "open_by_handle_at", "name_to_handle_at"}},
+}
+
+var pathCalls = []struct{ op, name string }{
+	{"write", "creat"}, {"write", "openat2"}, {"truncate", "truncate"},
+	{"mkdir", "mkdir"}, {"mkdir", "mkdirat"}, {"mknod", "mknod"}, {"mknod", "mknodat"},
+	{"remove", "unlink"}, {"remove", "unlinkat"}, {"remove", "rmdir"},
+	{"rename", "rename"}, {"rename", "renameat"}, {"rename", "renameat2"},
+	{"link", "link"}, {"link", "linkat"}, {"symlink", "symlink"}, {"symlink", "symlinkat"},
+}
+
+// nsFlags are the clone flags that create namespaces.
+var nsFlags = []uint64{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC,
+	unix.CLONE_NEWUSER, unix.CLONE_NEWPID, unix.CLONE_NEWNET}
+
+// TIOCSTI and TIOCLINUX inject terminal input / drive the console.
+var ttyIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX}
+
+// Table returns the notified system calls of the filter built from s, keyed
+// by system call number. The supervisor uses it to interpret notifications.
+func Table(s Spec) (map[int32]Rule, error) {
+	t := map[int32]Rule{}
+	add := func(name string, r Rule) error {
+		nr, err := libseccomp.GetSyscallFromName(name)
+		if err != nil {
+			return fmt.Errorf("seccomp: unknown syscall %s: %w", name, err)
+		}
+		r.Name = name
+		t[int32(nr)] = r
+		return nil
+	}
+	for _, g := range denyCalls {
+		for _, n := range g.names {
+			if err := add(n, Rule{Kind: KindDeny, Op: g.op, Errno: unix.EPERM}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := add("clone", Rule{Kind: KindDeny, Op: "namespace", Errno: unix.EPERM}); err != nil {
+		return nil, err
+	}
+	if err := add("ioctl", Rule{Kind: KindDeny, Op: "ioctl", Errno: unix.EPERM}); err != nil {
+		return nil, err
+	}
+	for _, n := range []string{"open", "openat"} {
+		if err := add(n, Rule{Kind: KindPath, Op: "write", Errno: unix.EACCES}); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range pathCalls {
+		if err := add(c.name, Rule{Kind: KindPath, Op: c.op, Errno: unix.EACCES}); err != nil {
+			return nil, err
+		}
+	}
+	if !s.Network {
+		if err := add("socket", Rule{Kind: KindSocket, Op: "socket", Errno: unix.EACCES}); err != nil {
+			return nil, err
+		}
+		if err := add("connect", Rule{Kind: KindConnect, Op: "connect", Errno: unix.EACCES}); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// Load builds the filter for s and loads it on every thread of the calling
+// process (TSYNC). The caller must have set no_new_privs. With s.Notify it
+// returns the listener fd, which the caller hands to the supervisor; else -1.
+func Load(s Spec) (listener int, err error) {
+	f, err := build(s)
+	if err != nil {
+		return -1, err
+	}
+	defer f.Release()
+	if err := f.Load(); err != nil {
+		return -1, fmt.Errorf("seccomp: load filter: %w", err)
+	}
+	if !s.Notify {
+		return -1, nil
+	}
+	fd, err := f.GetNotifFd()
+	if err != nil {
+		return -1, fmt.Errorf("seccomp: notification fd: %w", err)
+	}
+	return int(fd), nil
+}
+
+func errnoAct(e unix.Errno) libseccomp.ScmpAction {
+	return libseccomp.ActErrno.SetReturnCode(int16(e))
+}
+
+func build(s Spec) (*libseccomp.ScmpFilter, error) {
+	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp: new filter: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			f.Release()
+		}
+	}()
+	if err := f.SetBadArchAction(libseccomp.ActKillProcess); err != nil {
+		return nil, fmt.Errorf("seccomp: bad-arch action: %w", err)
+	}
+	if err := f.SetNoNewPrivsBit(true); err != nil {
+		return nil, fmt.Errorf("seccomp: no_new_privs: %w", err)
+	}
+	table, err := Table(s)
+	if err != nil {
+		return nil, err
+	}
+	// act returns the action for a notified rule: notify, or its errno when
+	// the kernel has no user notification.
+	act := func(r Rule) libseccomp.ScmpAction {
+		if s.Notify {
+			return libseccomp.ActNotify
+		}
+		return errnoAct(r.Errno)
+	}
+	r := &rules{f: f}
+	for nr, rule := range table {
+		call := libseccomp.ScmpSyscall(nr)
+		switch rule.Name {
+		case "clone":
+			for _, fl := range nsFlags {
+				r.masked(call, act(rule), 0, fl, fl)
+			}
+		case "ioctl":
+			for _, req := range ttyIoctls {
+				r.masked(call, act(rule), 1, 0xffffffff, req)
+			}
+		case "open", "openat":
+			if !s.Notify {
+				continue // Landlock and the mount view enforce; nothing to report
+			}
+			arg := uint(1)
+			if rule.Name == "openat" {
+				arg = 2
+			}
+			r.masked(call, act(rule), arg, unix.O_ACCMODE, unix.O_WRONLY)
+			r.masked(call, act(rule), arg, unix.O_ACCMODE, unix.O_RDWR)
+			r.masked(call, act(rule), arg, unix.O_CREAT, unix.O_CREAT)
+			r.masked(call, act(rule), arg, unix.O_TRUNC, unix.O_TRUNC)
+		case "socket":
+			r.notEqual(call, act(rule), 0, unix.AF_UNIX)
+		default:
+			if rule.Kind == KindPath && !s.Notify {
+				continue
+			}
+			r.plain(call, act(rule))
+		}
+	}
+	for _, n := range []string{"io_uring_setup", "io_uring_enter", "io_uring_register"} {
+		r.name(n, errnoAct(unix.EPERM))
+	}
+	r.name("clone3", errnoAct(unix.ENOSYS))
+	if !s.Network {
+		if nr, err := libseccomp.GetSyscallFromName("socketpair"); err == nil {
+			r.notEqual(nr, errnoAct(unix.EACCES), 0, unix.AF_UNIX)
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	ok = true
+	return f, nil
+}
+
+// rules collects the first error of a sequence of AddRule calls.
+type rules struct {
+	f   *libseccomp.ScmpFilter
+	err error
+}
+
+func (r *rules) plain(call libseccomp.ScmpSyscall, a libseccomp.ScmpAction) {
+	if r.err == nil {
+		if err := r.f.AddRule(call, a); err != nil {
+			r.err = fmt.Errorf("seccomp: rule %d: %w", call, err)
+		}
+	}
+}
+
+func (r *rules) name(n string, a libseccomp.ScmpAction) {
+	nr, err := libseccomp.GetSyscallFromName(n)
+	if err != nil {
+		r.err = errors.Join(r.err, fmt.Errorf("seccomp: unknown syscall %s: %w", n, err))
+		return
+	}
+	r.plain(nr, a)
+}
+
+// masked adds a rule matching (arg & mask) == value.
+func (r *rules) masked(call libseccomp.ScmpSyscall, a libseccomp.ScmpAction, arg uint, mask, value uint64) {
+	r.cond(call, a, arg, libseccomp.CompareMaskedEqual, mask, value)
+}
+
+// notEqual adds a rule matching arg != v over all 64 bits: garbage upper
+// bits make the argument unequal, so the rule fails safe.
+func (r *rules) notEqual(call libseccomp.ScmpSyscall, a libseccomp.ScmpAction, arg uint, v uint64) {
+	r.cond(call, a, arg, libseccomp.CompareNotEqual, v)
+}
+
+func (r *rules) cond(call libseccomp.ScmpSyscall, a libseccomp.ScmpAction, arg uint, op libseccomp.ScmpCompareOp, vals ...uint64) {
+	if r.err != nil {
+		return
+	}
+	c, err := libseccomp.MakeCondition(arg, op, vals...)
+	if err != nil {
+		r.err = fmt.Errorf("seccomp: condition on %d: %w", call, err)
+		return
+	}
+	if err := r.f.AddRuleConditional(call, a, []libseccomp.ScmpCondition{c}); err != nil {
+		r.err = fmt.Errorf("seccomp: conditional rule %d: %w", call, err)
+	}
+}
+
+// NotifySupported reports whether the kernel and libseccomp offer user
+// notification (SECCOMP_GET_NOTIF_SIZES works and libseccomp API >= 5).
+func NotifySupported() bool {
+	api, err := libseccomp.GetAPI()
+	if err != nil || api < 5 {
+		return false
+	}
+	var sizes [3]uint16
+	_, _, e := unix.Syscall(unix.SYS_SECCOMP, 3 /* SECCOMP_GET_NOTIF_SIZES */, 0, uintptr(unsafePointer(&sizes)))
+	return e == 0
+}
+
+// Supported reports whether seccomp filtering is available at all.
+func Supported() bool {
+	_, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0)
+	if err != nil {
+		return false
+	}
+	api, err := libseccomp.GetAPI()
+	return err == nil && api >= 1
+}
+
+// SyscallName names system call nr of the native architecture.
+func SyscallName(nr int32) string {
+	n, err := libseccomp.ScmpSyscall(nr).GetName()
+	if err != nil {
+		return fmt.Sprintf("syscall_%d", nr)
+	}
+	return n
+}
