@@ -128,8 +128,12 @@ func (r *runner) confine() (Enforcement, error) {
 		if err := landlock.ForABI(p, abi).Restrict(); err != nil {
 			return Enforcement{}, err
 		}
-		if err := landlockSelfTest(); err != nil {
-			return Enforcement{}, err
+		// The self-test path lies in /proc; a policy whose writable roots
+		// cover /proc (workspace "/") leaves nothing to deny there.
+		if rootOf(p.WritableRoots, "/proc") == "" {
+			if err := landlockSelfTest(); err != nil {
+				return Enforcement{}, err
+			}
 		}
 		l.landlockABI = abi
 	}

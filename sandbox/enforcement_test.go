@@ -1,0 +1,68 @@
+package sandbox
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+func TestAssess(t *testing.T) {
+	allNS := namespaces{User: true, Mount: true, PID: true, Net: true, IPC: true, UTS: true}
+	for _, tc := range []struct {
+		name    string
+		mode    modes.Mode
+		l       layers
+		level   string
+		missing []string
+	}{
+		{"everything", modes.WorkspaceWrite, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true, notify: true}, LevelFull, []string{}},
+		{"no user namespaces", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true, notify: true}, LevelPartial,
+			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation}},
+		{"no user namespaces, read-only", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true}, LevelPartial,
+			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation}},
+		{"no user namespaces, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, notify: true}, LevelPartial,
+			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingTruncate}},
+		{"no landlock", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, seccomp: true, notify: true}, LevelPartial,
+			[]string{MissingDeviceWrites}},
+		{"no fresh proc", modes.ReadOnly, layers{ns: allNS, mountView: true, landlockABI: 7, seccomp: true, notify: true}, LevelPartial,
+			[]string{MissingProcessVisibility}},
+		{"no notify", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true}, LevelPartial,
+			[]string{MissingDenialFacts}},
+		{"danger", modes.DangerFullAccess, layers{}, LevelNone, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := assess(tc.mode, tc.l)
+			assert.Equal(t, tc.level, e.Level)
+			assert.Equal(t, tc.missing, e.Missing)
+		})
+	}
+}
+
+func TestDenialLine(t *testing.T) {
+	for _, tc := range []struct {
+		d    Denial
+		want string
+	}{
+		{Denial{Op: "write", Path: "/etc/x", Syscall: "openat"}, "denied write /etc/x (read-only mode)"},
+		{Denial{Op: "socket", Address: "AF_INET", Syscall: "socket"}, "denied socket AF_INET (read-only mode)"},
+		{Denial{Op: "ptrace", Syscall: "ptrace"}, "denied ptrace (read-only mode)"},
+		{Denial{Op: "namespace", Syscall: "unshare"}, "denied namespace unshare (read-only mode)"},
+		{Denial{Op: "write", Path: "/tmp/a\nb", Syscall: "openat"}, `denied write /tmp/a\nb (read-only mode)`},
+	} {
+		assert.Equal(t, tc.want, tc.d.Line(modes.ReadOnly))
+	}
+}
+
+func TestFactLogAggregates(t *testing.T) {
+	l := newFactLog()
+	l.add(Denial{Op: "write", Path: "/a", Syscall: "openat", Errno: "EACCES"})
+	l.add(Denial{Op: "socket", Address: "AF_INET", Syscall: "socket", Errno: "EACCES"})
+	l.add(Denial{Op: "write", Path: "/a", Syscall: "creat", Errno: "EACCES"})
+	got := l.list()
+	assert.Len(t, got, 2)
+	assert.Equal(t, 2, got[0].Count)
+	assert.Equal(t, "openat", got[0].Syscall, "first seen wins")
+	assert.Equal(t, 1, got[1].Count)
+}

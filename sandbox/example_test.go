@@ -1,0 +1,52 @@
+package sandbox_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// TestMain makes the test binary its own runner: the supervisor re-executes
+// os.Executable(), and Init turns that process into the runner.
+func TestMain(m *testing.M) {
+	sandbox.Init()
+	os.Exit(m.Run())
+}
+
+// A read-only sandbox refuses a write outside the policy and says so as a
+// fact, not as a guess from stderr.
+func ExampleCmd_Run() {
+	ws, _ := os.MkdirTemp("", "example-ws")
+	defer os.RemoveAll(ws)
+	p, err := modes.Derive(modes.Options{Mode: modes.ReadOnly, Workspace: ws})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cmd := &sandbox.Cmd{Policy: p, Args: []string{"bash", "-c", "echo hi > /etc/dsh-example"}}
+	res, err := cmd.Run()
+	if err != nil {
+		fmt.Println("sandbox unavailable:", err)
+		return
+	}
+	fmt.Println("exit code:", res.ExitCode)
+	for _, d := range res.Denials {
+		fmt.Println(d.Line(p.Mode))
+	}
+	// Output:
+	// exit code: 1
+	// denied write /etc/dsh-example (read-only mode)
+}
+
+// Probe tells what this host can enforce, by running `true` under each mode.
+func ExampleProbe() {
+	r := sandbox.Probe("", os.TempDir())
+	fmt.Println("confined modes can run:", r.Confined)
+	fmt.Println("danger-full-access:", r.Modes["danger-full-access"].Enforcement)
+	// Output:
+	// confined modes can run: true
+	// danger-full-access: none
+}

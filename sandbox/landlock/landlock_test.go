@@ -1,0 +1,83 @@
+package landlock
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+func TestForABIDowngrade(t *testing.T) {
+	p := modes.Policy{Mode: modes.WorkspaceWrite, Workspace: "/w", WritableRoots: []string{"/w", "/tmp"}}
+	for _, tc := range []struct {
+		abi                      int
+		refer, trunc, ioctl, rsu bool
+		net                      uint64
+		scoped                   uint64
+	}{
+		{1, false, false, false, false, 0, 0},
+		{2, true, false, false, false, 0, 0},
+		{3, true, true, false, false, 0, 0},
+		{4, true, true, false, false, unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, 0},
+		{5, true, true, true, false, unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, 0},
+		{6, true, true, true, false, unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP,
+			unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL},
+		{9, true, true, true, true, unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP,
+			unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL},
+		{10, true, true, true, true, unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP |
+			unix.LANDLOCK_ACCESS_NET_BIND_UDP | unix.LANDLOCK_ACCESS_NET_CONNECT_SEND_UDP,
+			unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL},
+	} {
+		rs := ForABI(p, tc.abi)
+		has := func(bit uint64) bool { return rs.handledFS&bit != 0 }
+		assert.True(t, has(unix.LANDLOCK_ACCESS_FS_WRITE_FILE), "abi %d always handles writes", tc.abi)
+		assert.Equal(t, tc.refer, has(unix.LANDLOCK_ACCESS_FS_REFER), "abi %d refer", tc.abi)
+		assert.Equal(t, tc.trunc, has(unix.LANDLOCK_ACCESS_FS_TRUNCATE), "abi %d truncate", tc.abi)
+		assert.Equal(t, tc.ioctl, has(unix.LANDLOCK_ACCESS_FS_IOCTL_DEV), "abi %d ioctl", tc.abi)
+		assert.Equal(t, tc.rsu, has(unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX), "abi %d resolve-unix", tc.abi)
+		assert.Equal(t, tc.net, rs.handledNet, "abi %d net", tc.abi)
+		assert.Equal(t, tc.scoped, rs.scoped, "abi %d scopes", tc.abi)
+		assert.Equal(t, tc.abi, rs.Features().ABI)
+		// Every rule stays non-empty after intersecting with the ABI.
+		for _, r := range rs.rules {
+			assert.NotZero(t, r.access&rs.handledFS, "abi %d rule %s", tc.abi, r.path)
+		}
+	}
+}
+
+func TestNetworkAllowedHandlesNoNet(t *testing.T) {
+	rs := ForABI(modes.Policy{Mode: modes.ReadOnly, Network: true}, 10)
+	assert.Zero(t, rs.handledNet)
+	assert.Equal(t, uint64(unix.LANDLOCK_SCOPE_SIGNAL), rs.scoped, "signals stay scoped")
+	assert.Zero(t, rs.handledFS&unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX)
+}
+
+func TestReadOnlyHasNoWritableDirRule(t *testing.T) {
+	rs := ForABI(modes.Policy{Mode: modes.ReadOnly, Workspace: "/w"}, 7)
+	for _, r := range rs.rules {
+		if r.access&unix.LANDLOCK_ACCESS_FS_MAKE_REG != 0 {
+			t.Errorf("read-only policy grants file creation under %s", r.path)
+		}
+	}
+}
+
+func TestFeaturesNames(t *testing.T) {
+	assert.Equal(t, []string{"filesystem"}, FeaturesOf(1).Names())
+	assert.Equal(t, []string{"filesystem", "refer", "truncate", "tcp", "ioctl-dev", "scopes", "audit"}, FeaturesOf(7).Names())
+}
+
+func TestABIMatchesKernel(t *testing.T) {
+	v, err := ABI()
+	if err != nil {
+		if os.Getenv("DSH_REQUIRE_LANDLOCK") == "1" {
+			t.Fatalf("DSH_REQUIRE_LANDLOCK=1 but %v", err)
+		}
+		t.Skipf("no Landlock on this host: %v", err)
+	}
+	assert.GreaterOrEqual(t, v, 1)
+	assert.Equal(t, 8, int(rulesetAttrSize(1)))
+	assert.Equal(t, 24, int(rulesetAttrSize(7)))
+}

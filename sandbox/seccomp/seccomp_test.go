@@ -1,0 +1,61 @@
+package seccomp
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+func TestTable(t *testing.T) {
+	off, err := Table(Spec{Network: false, Notify: true})
+	require.NoError(t, err)
+	on, err := Table(Spec{Network: true, Notify: true})
+	require.NoError(t, err)
+
+	byName := func(tab map[int32]Rule) map[string]Rule {
+		m := map[string]Rule{}
+		for _, r := range tab {
+			m[r.Name] = r
+		}
+		return m
+	}
+	o, n := byName(off), byName(on)
+	for _, tc := range []struct {
+		name string
+		kind Kind
+		op   string
+	}{
+		{"openat", KindPath, "write"}, {"unlinkat", KindPath, "remove"}, {"renameat2", KindPath, "rename"},
+		{"linkat", KindPath, "link"}, {"truncate", KindPath, "truncate"}, {"ptrace", KindDeny, "ptrace"},
+		{"mount", KindDeny, "mount"}, {"unshare", KindDeny, "namespace"}, {"keyctl", KindDeny, "keyring"},
+		{"bpf", KindDeny, "bpf"}, {"clone", KindDeny, "namespace"}, {"ioctl", KindDeny, "ioctl"},
+		{"socket", KindSocket, "socket"}, {"connect", KindConnect, "connect"},
+	} {
+		r, ok := o[tc.name]
+		if assert.True(t, ok, tc.name) {
+			assert.Equal(t, tc.kind, r.Kind, tc.name)
+			assert.Equal(t, tc.op, r.Op, tc.name)
+			assert.NotZero(t, r.Errno, tc.name)
+		}
+	}
+	_, ok := n["socket"]
+	assert.False(t, ok, "network on: socket is not notified")
+	_, ok = n["connect"]
+	assert.False(t, ok, "network on: connect is not notified")
+	assert.Equal(t, unix.EACCES, o["openat"].Errno, "path denials use Landlock's errno")
+}
+
+func TestBuildVariants(t *testing.T) {
+	for _, s := range []Spec{{}, {Network: true}, {Notify: true}, {Network: true, Notify: true}} {
+		f, err := build(s)
+		require.NoError(t, err, "%+v", s)
+		f.Release()
+	}
+}
+
+func TestSupported(t *testing.T) {
+	assert.True(t, Supported(), "seccomp is required on every machine this project runs on")
+	assert.Equal(t, "openat", SyscallName(unix.SYS_OPENAT))
+}

@@ -1,0 +1,5 @@
+package sandbox
+
+import "unsafe"
+
+func uintptrOf(p *byte) uintptr { return uintptr(unsafe.Pointer(p)) }
