@@ -130,7 +130,7 @@ func (c *Cmd) Start() error {
 	if err != nil && ns.User {
 		// User namespaces are blocked (AppArmor, container seccomp,
 		// max_user_namespaces=0): Landlock + seccomp alone must do.
-		ns = namespaces{Error: fmt.Sprintf("user namespaces unavailable: %v", unwrapExecErr(err))}
+		ns = namespaces{Error: userNSError(err)}
 		proc, err = spawn(ns)
 	}
 	if err != nil {
@@ -339,3 +339,19 @@ func namespaceAttr(ns namespaces, network bool) *syscall.SysProcAttr {
 const killAskGrace = 2 * time.Second
 
 func afterGrace(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// userNSError explains why the runner could not get a user namespace.
+func userNSError(err error) string {
+	var why string
+	switch {
+	case errors.Is(err, unix.ENOSPC):
+		why = "user.max_user_namespaces is 0 or exhausted"
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		why = "blocked by the host (AppArmor userns restriction, a container seccomp profile, or a sysctl)"
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
+		why = "not supported by this kernel"
+	default:
+		why = unwrapExecErr(err).Error()
+	}
+	return "user namespaces unavailable: " + why
+}

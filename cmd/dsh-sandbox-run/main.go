@@ -91,19 +91,26 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	if o.probe {
 		return probe(o, stdout, stderr)
 	}
+	// From here on every failure is also written to --report, when given.
+	failReport := func(p modes.Policy, format string, a ...any) int {
+		if o.report != "" {
+			sandbox.NewReport(p, nil, fmt.Errorf(format, a...)).WriteFile(o.report)
+		}
+		return fail(format, a...)
+	}
 	mode, err := modes.Parse(o.mode)
 	if err != nil {
-		return fail("usage error: --mode: %v", err)
+		return failReport(modes.Policy{}, "usage error: --mode: %v", err)
 	}
 	if mode != modes.WorkspaceWrite && (len(o.allowWrite) > 0 || len(o.protect) > 0) {
-		return fail("usage error: --allow-write and --protect need --mode workspace-write")
+		return failReport(modes.Policy{Mode: mode}, "usage error: --allow-write and --protect need --mode workspace-write")
 	}
 	policy, err := modes.Derive(modes.Options{
 		Mode: mode, Workspace: o.workspace, AllowWrite: o.allowWrite, Protect: o.protect,
 		Network: o.network, TempDir: os.Getenv("TMPDIR"),
 	})
 	if err != nil {
-		return fail("%v", err)
+		return failReport(modes.Policy{Mode: mode, Network: o.network}, "%v", err)
 	}
 	// Fail before running anything if the report cannot be written.
 	if o.report != "" {
@@ -124,10 +131,10 @@ func run(argv []string, stdout, stderr io.Writer) int {
 
 	// Nothing leaked to us may reach the command; orphans come back to us.
 	if err := sandbox.CloseOnExecFrom(3); err != nil {
-		return fail("%v", err)
+		return failReport(policy, "%v", err)
 	}
 	if err := sandbox.BecomeSubreaper(); err != nil {
-		return fail("set child subreaper: %v", err)
+		return failReport(policy, "set child subreaper: %v", err)
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)

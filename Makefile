@@ -1,0 +1,220 @@
+# dsh-sandbox — build, demo, test and benchmark targets (GNU make).
+#
+#   make deps        install build dependencies (libseccomp-dev, pkg-config, gcc, git) when missing
+#   make build       build bin/dsh-sandbox-run (cgo)
+#   make demo        allowed write, denied write reported as a fact, blocked network
+#   make test        gofmt, go vet, staticcheck (when installed), go test ./... (as CI runs it)
+#   make lint        install staticcheck from the Go module proxy and run it
+#   make bench-deps  install bubblewrap and hyperfine when missing
+#   make bench       spawn-overhead benchmark (bench/spawn.sh)
+#   make clean       remove build output
+#
+# Environment passed through to the tests: DSH_REQUIRE_LANDLOCK, DSH_TEST_USER.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+.DELETE_ON_ERROR:
+
+# Go 1.26.8 lives in /usr/local/go on the project's machines; use it when `go` is not on PATH.
+ifeq ($(shell command -v go 2>/dev/null),)
+export PATH := /usr/local/go/bin:$(PATH)
+endif
+
+GO          ?= go
+BIN         := bin/dsh-sandbox-run
+TEST_TIMEOUT ?= 20m
+GOTESTFLAGS ?=
+STATICCHECK_VERSION ?= v0.8.2
+
+# sudo only when not root (and only for apt-get).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT  := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+
+# (exported only when set, so that an unset one stays unset for the tests)
+ifdef DSH_REQUIRE_LANDLOCK
+export DSH_REQUIRE_LANDLOCK
+endif
+ifdef DSH_TEST_USER
+export DSH_TEST_USER
+endif
+
+# $(call apt_ensure,PKG...): install, with apt-get, those of the Debian packages PKG... that are
+# not installed yet; `apt-get update` runs first, and only when something is to be installed.
+define apt_ensure
+missing=""; \
+for p in $(1); do \
+  status="$$(dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null || true)"; \
+  case "$$status" in *"install ok installed"*) ;; *) missing="$$missing $$p" ;; esac; \
+done; \
+if [ -z "$$missing" ]; then \
+  echo "deps: already installed: $(strip $(1))"; \
+else \
+  if ! command -v apt-get >/dev/null 2>&1; then \
+    echo "deps: missing$$missing and apt-get is not available; install them by hand" >&2; exit 1; \
+  fi; \
+  echo "deps: installing$$missing"; \
+  $(APT) update -qq; \
+  $(APT) install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends $$missing; \
+fi
+endef
+
+.PHONY: all deps bench-deps build demo test lint bench clean
+
+all: build
+
+deps:
+	@if command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libseccomp; then \
+	  echo "deps: libseccomp $$(pkg-config --modversion libseccomp) found by pkg-config"; \
+	else \
+	  $(call apt_ensure,libseccomp-dev pkg-config); \
+	fi
+	@if command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1; then \
+	  echo "deps: C compiler found ($$(command -v cc || command -v gcc))"; \
+	else \
+	  $(call apt_ensure,gcc libc6-dev); \
+	fi
+	@if command -v git >/dev/null 2>&1; then \
+	  echo "deps: git found"; \
+	else \
+	  $(call apt_ensure,git); \
+	fi
+	@command -v $(GO) >/dev/null 2>&1 || { echo "deps: go not found (expected Go 1.26.8 in /usr/local/go)" >&2; exit 1; }
+
+bench-deps:
+	@if command -v bwrap >/dev/null 2>&1 && command -v hyperfine >/dev/null 2>&1; then \
+	  echo "bench-deps: bwrap and hyperfine found"; \
+	else \
+	  $(call apt_ensure,bubblewrap hyperfine); \
+	fi
+
+build: deps
+	CGO_ENABLED=1 $(GO) build -o $(BIN) ./cmd/dsh-sandbox-run
+
+test: deps build
+	@echo "test: $$($(GO) version); DSH_REQUIRE_LANDLOCK=$${DSH_REQUIRE_LANDLOCK:-} DSH_TEST_USER=$${DSH_TEST_USER:-}"
+	@echo "test: gofmt -l"
+	@unformatted="$$(find . \( -path ./.git -o -path ./bin -o -path ./vendor -o -name testdata \) -prune \
+	    -o -type f -name '*.go' -print0 | xargs -0 -r gofmt -l)"; \
+	if [ -n "$$unformatted" ]; then \
+	  echo "test: these files need gofmt:" >&2; echo "$$unformatted" >&2; exit 1; \
+	fi
+	$(GO) vet ./...
+	@sc="$$(command -v staticcheck 2>/dev/null || true)"; \
+	gobin="$$($(GO) env GOBIN)"; gobin="$${gobin:-$$($(GO) env GOPATH)/bin}"; \
+	if [ -z "$$sc" ] && [ -x "$$gobin/staticcheck" ]; then sc="$$gobin/staticcheck"; fi; \
+	if [ -n "$$sc" ]; then echo "$$sc ./..."; "$$sc" ./...; \
+	else echo "test: staticcheck not installed, skipped (make lint installs it)"; fi
+	CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+
+lint: deps
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(GO) vet ./...
+	gobin="$$($(GO) env GOBIN)"; "$${gobin:-$$($(GO) env GOPATH)/bin}/staticcheck" ./...
+
+bench: bench-deps build
+	bash bench/spawn.sh
+
+clean:
+	rm -rf bin bench/results
+
+# ---------------------------------------------------------------------------------------------
+# make demo — run by bash from the environment variable DEMO_SCRIPT (kept verbatim: no make
+# expansion inside).
+define demo_script
+set -uo pipefail
+BIN="${DSH_BIN:-$PWD/bin/dsh-sandbox-run}"
+problems=0
+ok()  { printf '   OK: %s\n' "$*"; }
+bad() { printf '   UNEXPECTED: %s\n' "$*"; problems=$((problems + 1)); }
+heading() { printf '\n== %s\n' "$*"; }
+show_json() { if command -v python3 >/dev/null 2>&1; then python3 -m json.tool "$1"; else cat "$1"; echo; fi; }
+
+# The demo directory must not lie under the sandbox's always-writable roots (/tmp, $TMPDIR,
+# /dev/shm), or the "outside" write would be allowed: use /var/tmp, else $HOME, else bin/.
+writable_anyway() {
+  local d; d="$(realpath -m "$1")/"
+  case "$d" in /tmp/*|/dev/shm/*) return 0 ;; esac
+  if [ -n "${TMPDIR:-}" ]; then case "$d" in "$(realpath -m "$TMPDIR")"/*) return 0 ;; esac; fi
+  return 1
+}
+demo=""
+for base in /var/tmp "${HOME:-}" "$PWD/bin"; do
+  if [ -z "$base" ] || [ ! -d "$base" ] || [ ! -w "$base" ] || writable_anyway "$base"; then continue; fi
+  demo="$(mktemp -d "$base/dsh-demo.XXXXXX")" && break
+done
+if [ -z "$demo" ]; then echo "demo: no directory outside /tmp, \$TMPDIR and /dev/shm to work in" >&2; exit 1; fi
+ws="$demo/workspace"; outside="$demo/outside"
+mkdir -p "$ws" "$outside"
+listener=""
+cleanup() {
+  if [ -n "$listener" ]; then kill "$listener" 2>/dev/null; wait "$listener" 2>/dev/null; fi
+  rm -rf "$demo"
+}
+trap cleanup EXIT
+
+heading "probe: what this host can enforce ($BIN --probe)"
+"$BIN" --probe || echo "   (--probe exited $?)"
+
+heading "1. allowed: write inside the workspace in workspace-write mode"
+echo "   workspace: $ws"
+echo "   \$ dsh-sandbox-run --mode workspace-write --workspace $ws -- bash -c 'echo hello > hello.txt'"
+(cd "$ws" && "$BIN" --mode workspace-write --workspace "$ws" -- bash -c 'echo "hello from the sandbox" > hello.txt')
+rc=$?
+echo "   exit status: $rc"
+if [ "$rc" = 0 ] && [ -f "$ws/hello.txt" ]; then
+  ok "$ws/hello.txt exists: $(cat "$ws/hello.txt")"
+else
+  bad "the write inside the workspace failed (exit $rc)"
+fi
+
+heading "2. denied: write outside the writable roots, reported as a fact"
+target="$outside/escape.txt"
+echo "   \$ dsh-sandbox-run --mode workspace-write --workspace $ws --report report.json -- bash -c 'echo pwned > $target'"
+rc=0
+# shellcheck disable=SC2016 # "$1" is expanded by the inner bash
+(cd "$ws" && "$BIN" --mode workspace-write --workspace "$ws" --report "$demo/report.json" -- bash -c 'echo pwned > "$1"' bash "$target") 2>"$demo/stderr.txt" || rc=$?
+sed 's/^/   stderr| /' "$demo/stderr.txt"
+echo "   exit status: $rc"
+want="dsh-sandbox-run: denied write $target (workspace-write mode)"
+if grep -qxF "$want" "$demo/stderr.txt"; then ok "denial line: $want"; else bad "no line: $want"; fi
+if [ -e "$target" ]; then bad "$target exists: the write went through"; else ok "$target does not exist"; fi
+[ "$rc" != 0 ] || bad "the denied command exited 0"
+echo "   report ($demo/report.json):"
+if [ -s "$demo/report.json" ]; then show_json "$demo/report.json" | sed 's/^/   /'; else bad "no report written"; fi
+
+heading "3. network: blocked without --network, allowed with it"
+port=""
+if command -v python3 >/dev/null 2>&1; then
+  (cd "$outside" && exec python3 -u -m http.server --bind 127.0.0.1 0) >"$demo/http.log" 2>&1 &
+  listener=$!
+  for _ in $(seq 1 100); do
+    port="$(sed -n 's/.* port \([0-9][0-9]*\).*/\1/p' "$demo/http.log" | head -n1)"
+    [ -n "$port" ] && break
+    sleep 0.05
+  done
+fi
+if [ -z "$port" ]; then
+  bad "could not start a loopback listener (python3 -m http.server); network step skipped"
+else
+  echo "   listener: python3 -m http.server on 127.0.0.1:$port"
+  probe_cmd='exec 3<>/dev/tcp/127.0.0.1/'"$port"' && printf "GET / HTTP/1.0\r\n\r\n" >&3 && head -n1 <&3'
+  echo "   \$ dsh-sandbox-run --mode workspace-write -- bash -c '$probe_cmd'"
+  rc=0
+  (cd "$ws" && "$BIN" --mode workspace-write --workspace "$ws" -- bash -c "$probe_cmd") 2>&1 | sed 's/^/   | /' || rc=$?
+  echo "   exit status: $rc"
+  if [ "$rc" != 0 ]; then ok "connection refused by the sandbox"; else bad "the connection went through without --network"; fi
+  echo "   \$ dsh-sandbox-run --mode workspace-write --network -- bash -c '$probe_cmd'"
+  rc=0
+  (cd "$ws" && "$BIN" --mode workspace-write --workspace "$ws" --network -- bash -c "$probe_cmd") 2>&1 | sed 's/^/   | /' || rc=$?
+  echo "   exit status: $rc"
+  if [ "$rc" = 0 ]; then ok "connected with --network"; else bad "the connection failed with --network"; fi
+fi
+
+echo
+if [ "$problems" = 0 ]; then echo "demo: all steps behaved as expected"; else echo "demo: $problems unexpected outcome(s)"; exit 1; fi
+endef
+
+demo: export DEMO_SCRIPT := $(value demo_script)
+demo: build
+	@bash -c "$$DEMO_SCRIPT"
