@@ -260,11 +260,14 @@ var families = map[uint64]string{
 	unix.AF_KEY: "AF_KEY", unix.AF_RDS: "AF_RDS", unix.AF_UNSPEC: "AF_UNSPEC", unix.AF_UNIX: "AF_UNIX",
 }
 
+// familyName names a socket domain as the kernel reads it: an int, so only
+// the low 32 bits count.
 func familyName(domain uint64) string {
-	if n, ok := families[domain&0xffffffff]; ok && domain>>32 == 0 {
+	d := uint64(uint32(domain))
+	if n, ok := families[d]; ok {
 		return n
 	}
-	return fmt.Sprintf("AF_%d", domain)
+	return fmt.Sprintf("AF_%d", d)
 }
 
 func ioctlName(req uint64) string {

@@ -1,0 +1,299 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSetupErrorsExit125: usage errors and an unopenable workspace exit 125
+// with exactly one stderr line, and the command never runs.
+func TestSetupErrorsExit125(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		type setupCase struct {
+			name   string
+			flags  func(ws, marker string) []string
+			argv   func(marker string) []string
+			report bool // the report must still be written, with error + exit_code 125
+		}
+		touch := func(marker string) []string { return bash(`touch "` + marker + `"`) }
+		cases := []setupCase{
+			{"unknown flag", func(ws, _ string) []string {
+				return sandboxFlags("workspace-write", ws, "--bogus")
+			}, touch, false},
+			{"bad mode", func(ws, _ string) []string { return sandboxFlags("write-everything", ws) }, touch, false},
+			{"empty mode", func(ws, _ string) []string { return sandboxFlags("", ws) }, touch, false},
+			{"missing command after --", func(ws, _ string) []string { return sandboxFlags("workspace-write", ws) },
+				func(string) []string { return []string{} }, false},
+			{"missing command, no --", func(ws, _ string) []string { return sandboxFlags("workspace-write", ws) },
+				nil, false},
+			{"nonexistent workspace", func(ws, _ string) []string {
+				return sandboxFlags("workspace-write", filepath.Join(ws, "does-not-exist"))
+			}, touch, true},
+			{"workspace is a file", func(ws, marker string) []string {
+				return sandboxFlags("workspace-write", filepath.Join(ws, "afile"))
+			}, touch, true},
+			{"unreadable workspace", func(ws, _ string) []string {
+				return sandboxFlags("workspace-write", filepath.Join(ws, "locked"))
+			}, touch, true},
+			{"nonexistent --allow-write", func(ws, _ string) []string {
+				return sandboxFlags("workspace-write", ws, "--allow-write", filepath.Join(ws, "nope"))
+			}, touch, true},
+			{"nonexistent command", func(ws, _ string) []string { return sandboxFlags("workspace-write", ws) },
+				func(string) []string { return []string{"/nonexistent/dsh-it-cmd"} }, false},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ws := id.workspace(t)
+				id.writeOwned(t, filepath.Join(ws, "afile"), "", 0o644)
+				locked := filepath.Join(ws, "locked")
+				id.mkdirAt(t, locked)
+				if id.isRoot() {
+					// root bypasses DAC outside the sandbox; there is no "unreadable" for it
+					if c.name == "unreadable workspace" {
+						t.Skip("root can open any directory")
+					}
+				} else if err := os.Chmod(locked, 0o000); err != nil {
+					t.Fatal(err)
+				}
+				marker := filepath.Join(id.workspace(t), "marker")
+				o := runOpts{Flags: c.flags(ws, marker), Dir: ws, NoReport: !c.report}
+				if c.argv != nil {
+					o.Argv = c.argv(marker)
+				}
+				r := id.run(t, o)
+				if c.name == "nonexistent command" {
+					// exec failure of the command: 125/126/127 are all plausible;
+					// the command did not run, and a runner line must explain it
+					if r.Exit == 0 {
+						t.Errorf("exit 0 for a nonexistent command")
+					}
+					return
+				}
+				requireSetupRefused(t, r)
+				requireAbsent(t, marker)
+				if c.report {
+					rep := requireReport(t, r)
+					if rep.Error == "" {
+						t.Errorf("report has no error field")
+					}
+					if rep.ExitCode == nil || *rep.ExitCode != 125 {
+						t.Errorf("report exit_code = %v, want 125", rep.ExitCode)
+					}
+					if len(rep.Denials) != 0 {
+						t.Errorf("report denials = %v, want empty", rep.Denials)
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestDenialLinesAndQuiet: one stderr line per distinct denial, counts in
+// the report, nothing with --quiet.
+func TestDenialLinesAndQuiet(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, mode := range confinedModes {
+			t.Run(mode, func(t *testing.T) {
+				script := `echo 1 > "$OUT/a"; echo 2 > "$OUT/a"; echo 3 > "$OUT/b"; echo done`
+				t.Run("lines", func(t *testing.T) {
+					ws, out := id.workspace(t), id.outside(t)
+					r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: bash(script), Env: []string{"OUT=" + out}, Dir: ws})
+					requireExit(t, r, 0)
+					requireAbsent(t, filepath.Join(out, "a"))
+					requireAbsent(t, filepath.Join(out, "b"))
+					var denied []string
+					for _, l := range lines(r.Stderr) {
+						if strings.HasPrefix(l, cliPrefix) {
+							denied = append(denied, l)
+						}
+					}
+					want := []string{
+						fmt.Sprintf("%sdenied write %s (%s mode)", cliPrefix, filepath.Join(out, "a"), mode),
+						fmt.Sprintf("%sdenied write %s (%s mode)", cliPrefix, filepath.Join(out, "b"), mode),
+					}
+					if strings.Join(denied, "\n") != strings.Join(want, "\n") {
+						t.Errorf("runner lines =\n%s\nwant\n%s", strings.Join(denied, "\n"), strings.Join(want, "\n"))
+					}
+					rep := requireReport(t, r)
+					counts := map[string]int{}
+					for _, d := range rep.Denials {
+						counts[d.Op+" "+d.target()] += d.Count
+					}
+					if c := counts["write "+filepath.Join(out, "a")]; c != 2 {
+						t.Errorf("count for a = %d, want 2 (denials %v)", c, rep.Denials)
+					}
+					if c := counts["write "+filepath.Join(out, "b")]; c != 1 {
+						t.Errorf("count for b = %d, want 1 (denials %v)", c, rep.Denials)
+					}
+					if len(rep.Denials) != 2 {
+						t.Errorf("want 2 distinct denials, got %v", rep.Denials)
+					}
+					if rep.Enforcement.Level == "" || rep.Enforcement.Level == "none" {
+						t.Errorf("enforcement.level = %q in a confined mode", rep.Enforcement.Level)
+					}
+				})
+				t.Run("quiet", func(t *testing.T) {
+					ws, out := id.workspace(t), id.outside(t)
+					r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws, "--quiet"), Argv: bash(script), Env: []string{"OUT=" + out}, Dir: ws})
+					requireExit(t, r, 0)
+					for _, l := range lines(r.Stderr) {
+						if strings.HasPrefix(l, cliPrefix) {
+							t.Errorf("--quiet printed %q", l)
+						}
+					}
+					if rep := requireReport(t, r); len(rep.Denials) != 2 {
+						t.Errorf("--quiet must still report the facts; denials = %v", rep.Denials)
+					}
+					requireAbsent(t, filepath.Join(out, "a"))
+				})
+			})
+		}
+	})
+}
+
+// TestDefaults: --mode defaults to read-only and --workspace to the cwd.
+func TestDefaults(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.workspace(t)
+		r := id.run(t, runOpts{Argv: bash(`echo x > default-mode`), Dir: ws})
+		requireFailed(t, r)
+		requireAbsent(t, filepath.Join(ws, "default-mode"))
+		if rep := requireReport(t, r); rep.Mode != "read-only" {
+			t.Errorf("default mode = %q, want read-only", rep.Mode)
+		}
+		r = id.run(t, runOpts{Flags: []string{"--mode", "workspace-write"}, Argv: bash(`echo x > cwd-ws`), Dir: ws})
+		requireExit(t, r, 0)
+		requireContent(t, filepath.Join(ws, "cwd-ws"), "x\n")
+		if rep := requireReport(t, r); rep.Workspace != ws {
+			t.Errorf("default workspace = %q, want %q", rep.Workspace, ws)
+		}
+	})
+}
+
+// Probe JSON of the README.
+type probeMode struct {
+	Enforcement string   `json:"enforcement"`
+	Layers      []string `json:"layers"`
+	Missing     []string `json:"missing"`
+	Error       string   `json:"error"`
+}
+
+type probeJSON struct {
+	Version  int `json:"version"`
+	Landlock struct {
+		ABI      int      `json:"abi"`
+		Features []string `json:"features"`
+		Error    string   `json:"error"`
+	} `json:"landlock"`
+	Seccomp struct {
+		Available bool `json:"available"`
+		Notify    bool `json:"notify"`
+	} `json:"seccomp"`
+	Namespaces map[string]any       `json:"namespaces"`
+	Modes      map[string]probeMode `json:"modes"`
+	Confined   bool                 `json:"confined"`
+}
+
+func parseProbe(t *testing.T, r result) probeJSON {
+	t.Helper()
+	var p probeJSON
+	if err := json.Unmarshal([]byte(r.Stdout), &p); err != nil {
+		t.Fatalf("--probe --json output is not JSON: %v: %q", err, r.Stdout)
+	}
+	if p.Version != 1 {
+		t.Errorf("probe version = %d, want 1", p.Version)
+	}
+	return p
+}
+
+// TestProbe: on this host (Landlock, seccomp notify, user namespaces) both
+// confined modes are `full`.
+func TestProbe(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		abi := requireLandlock(t)
+		if err := id.userNamespacesWork(); err != nil {
+			t.Skipf("user namespaces unavailable to %s, `full` is not expected: %v", id.name, err)
+		}
+		t.Run("text", func(t *testing.T) {
+			r := id.run(t, runOpts{Flags: []string{"--probe"}, NoReport: true, Dir: id.workspace(t)})
+			requireExit(t, r, 0)
+			for _, want := range []string{
+				fmt.Sprintf("landlock: abi %d", abi),
+				"seccomp: yes (user notification: yes)",
+				"namespaces: user yes, mount yes, pid yes, net yes, ipc yes, uts yes",
+				"read-only: full",
+				"workspace-write: full",
+				"danger-full-access: unconfined",
+			} {
+				found := false
+				for _, l := range lines(r.Stdout) {
+					if strings.HasPrefix(l, want) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("probe output lacks a line starting %q:\n%s", want, r.Stdout)
+				}
+			}
+		})
+		t.Run("json", func(t *testing.T) {
+			r := id.run(t, runOpts{Flags: []string{"--probe", "--json"}, NoReport: true, Dir: id.workspace(t)})
+			requireExit(t, r, 0)
+			p := parseProbe(t, r)
+			if p.Landlock.ABI != abi {
+				t.Errorf("landlock.abi = %d, want %d", p.Landlock.ABI, abi)
+			}
+			if !p.Seccomp.Available || !p.Seccomp.Notify {
+				t.Errorf("seccomp = %+v, want available and notify", p.Seccomp)
+			}
+			for _, ns := range []string{"user", "mount", "pid", "net", "ipc", "uts"} {
+				if p.Namespaces[ns] != true {
+					t.Errorf("namespaces.%s = %v, want true", ns, p.Namespaces[ns])
+				}
+			}
+			for _, m := range confinedModes {
+				if pm := p.Modes[m]; pm.Enforcement != "full" || len(pm.Missing) != 0 || len(pm.Layers) == 0 {
+					t.Errorf("modes[%s] = %+v, want full with layers and nothing missing", m, pm)
+				}
+			}
+			if pm := p.Modes["danger-full-access"]; pm.Enforcement != "none" {
+				t.Errorf("modes[danger-full-access].enforcement = %q, want none", pm.Enforcement)
+			}
+			if !p.Confined {
+				t.Errorf("confined = false")
+			}
+		})
+		t.Run("independent of the cwd", func(t *testing.T) {
+			// the probe reports what the host can enforce; running it from /
+			// (a service's cwd) or from the home directory must not change that
+			for _, dir := range []string{"/", id.home} {
+				r := id.run(t, runOpts{Flags: []string{"--probe", "--json"}, NoReport: true, Dir: dir})
+				requireExit(t, r, 0)
+				p := parseProbe(t, r)
+				for _, m := range confinedModes {
+					if pm := p.Modes[m]; pm.Enforcement != "full" {
+						t.Errorf("cwd %s: modes[%s] = %+v, want full", dir, m, pm)
+					}
+				}
+			}
+		})
+		t.Run("report agrees", func(t *testing.T) {
+			ws := id.workspace(t)
+			r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash("true"), Dir: ws})
+			requireExit(t, r, 0)
+			rep := requireReport(t, r)
+			if rep.Enforcement.Level != "full" || rep.Enforcement.LandlockABI != abi {
+				t.Errorf("report enforcement = %+v, want full with landlock_abi %d", rep.Enforcement, abi)
+			}
+			for _, l := range []string{"landlock", "seccomp", "mount-view", "user-namespace", "pid-namespace", "net-namespace"} {
+				if !contains(rep.Enforcement.Layers, l) {
+					t.Errorf("report layers %v lack %q", rep.Enforcement.Layers, l)
+				}
+			}
+		})
+	})
+}

@@ -1,0 +1,265 @@
+package integration
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Degraded hosts, simulated:
+//   - "no user namespaces": inside `unshare -Ur`, max_user_namespaces is set
+//     to 0 before exec'ing dsh-sandbox-run (the limit is per user namespace);
+//   - "no Landlock": the nolandlock helper makes landlock_* return ENOSYS;
+//   - both.
+
+var noUserNSWrap = []string{"unshare", "-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh"}
+
+type degradation struct {
+	name string
+	wrap func() []string
+	need func(t *testing.T, id identity)
+}
+
+func needUserNS(t *testing.T, id identity) {
+	t.Helper()
+	if err := id.userNamespacesWork(); err != nil {
+		t.Skipf("cannot simulate a host without user namespaces: %v", err)
+	}
+}
+
+func needHelper(t *testing.T) {
+	t.Helper()
+	if helperErr != nil {
+		t.Fatalf("the nolandlock helper did not build: %v", helperErr)
+	}
+}
+
+var (
+	degradedNoUserNS = degradation{
+		name: "no user namespaces",
+		wrap: func() []string { return noUserNSWrap },
+		need: func(t *testing.T, id identity) {
+			requireLandlock(t) // the only filesystem layer left
+			needUserNS(t, id)
+		},
+	}
+	degradedNoLandlock = degradation{
+		name: "no Landlock",
+		wrap: func() []string { return []string{nolandlockBin} },
+		need: func(t *testing.T, id identity) {
+			needHelper(t)
+			needUserNS(t, id) // the mount view is the only filesystem layer left
+		},
+	}
+	degradedNeither = degradation{
+		name: "neither Landlock nor user namespaces",
+		wrap: func() []string { return append(append([]string{}, noUserNSWrap...), nolandlockBin) },
+		need: func(t *testing.T, id identity) {
+			needHelper(t)
+			needUserNS(t, id)
+		},
+	}
+)
+
+// TestNoLandlockHelper checks the simulation itself.
+func TestNoLandlockHelper(t *testing.T) {
+	needHelper(t)
+	out, err := exec.Command(nolandlockBin, "python3", "-c",
+		`import ctypes; l=ctypes.CDLL(None,use_errno=True); r=l.syscall(444,0,0,1); print(r, ctypes.get_errno())`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nolandlock python3: %v: %s", err, out)
+	}
+	if strings.TrimSpace(string(out)) != "-1 38" {
+		t.Fatalf("landlock_create_ruleset under nolandlock = %q, want \"-1 38\" (ENOSYS)", out)
+	}
+}
+
+// TestDegradedUserNSHostWithLandlock is a sanity check of the simulation: no
+// user namespace can be created under the wrapper.
+func TestDegradedSimulationBlocksUserNS(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		needUserNS(t, id)
+		args := append(append([]string{}, noUserNSWrap...), "unshare", "-Ur", "true")
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = id.env()
+		cmd.Dir = "/"
+		cmd.SysProcAttr = id.sysProcAttr()
+		if out, err := cmd.CombinedOutput(); err == nil {
+			t.Fatalf("a user namespace could still be created under the simulation: %s", out)
+		}
+	})
+}
+
+// TestDegradedStillConfined: with one filesystem layer missing, confined
+// modes still run, still deny writes outside the roots and the network, and
+// the probe and report say partial.
+func TestDegradedStillConfined(t *testing.T) {
+	for _, d := range []degradation{degradedNoUserNS, degradedNoLandlock} {
+		t.Run(d.name, func(t *testing.T) {
+			forEachIdentity(t, func(t *testing.T, id identity) {
+				d.need(t, id)
+				for _, mode := range confinedModes {
+					t.Run(mode+"/write outside denied", func(t *testing.T) {
+						ws, out := id.workspace(t), id.outside(t)
+						id.writeOwned(t, filepath.Join(out, "existing"), existingContent, 0o644)
+						r := id.run(t, runOpts{
+							Wrap:  d.wrap(),
+							Flags: sandboxFlags(mode, ws),
+							Argv:  bash(`echo pwned > "$OUT/new"; a=$?; echo pwned >> "$OUT/existing"; b=$?; rm -f "$OUT/existing"; c=$?; [ $a != 0 ] && [ $b != 0 ] && [ $c != 0 ] && exit 1; exit 0`),
+							Env:   []string{"OUT=" + out},
+							Dir:   ws,
+						})
+						requireFailed(t, r)
+						requireAbsent(t, filepath.Join(out, "new"))
+						requireContent(t, filepath.Join(out, "existing"), existingContent)
+						requireDenial(t, r, mode, "write", filepath.Join(out, "new"))
+						rep := requireReport(t, r)
+						if rep.Enforcement.Level != "partial" || len(rep.Enforcement.Missing) == 0 {
+							t.Errorf("report enforcement = %+v, want partial with missing guarantees", rep.Enforcement)
+						}
+						if d.name == "no Landlock" && contains(rep.Enforcement.Layers, "landlock") {
+							t.Errorf("report claims the landlock layer on a host without Landlock: %v", rep.Enforcement.Layers)
+						}
+						if d.name == "no user namespaces" && contains(rep.Enforcement.Layers, "user-namespace") {
+							t.Errorf("report claims a user namespace on a host without: %v", rep.Enforcement.Layers)
+						}
+					})
+					if mode == "workspace-write" {
+						t.Run(mode+"/write inside lands", func(t *testing.T) {
+							ws := id.workspace(t)
+							r := id.run(t, runOpts{
+								Wrap:  d.wrap(),
+								Flags: sandboxFlags(mode, ws),
+								Argv:  bash(`echo ok > inside && mkdir d && mv inside d/`),
+								Dir:   ws,
+							})
+							requireExit(t, r, 0)
+							requireContent(t, filepath.Join(ws, "d/inside"), "ok\n")
+							requireNoDenials(t, r)
+						})
+					} else {
+						t.Run(mode+"/workspace write denied", func(t *testing.T) {
+							ws := id.workspace(t)
+							r := id.run(t, runOpts{Wrap: d.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash(`echo x > new`), Dir: ws})
+							requireFailed(t, r)
+							requireAbsent(t, filepath.Join(ws, "new"))
+							requireDenial(t, r, mode, "write", filepath.Join(ws, "new"))
+						})
+					}
+					t.Run(mode+"/network denied", func(t *testing.T) {
+						l := tcpListener(t, "tcp4", "127.0.0.1:0")
+						ws := id.workspace(t)
+						r := id.run(t, runOpts{Wrap: d.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash(l.script), Dir: ws})
+						requireFailed(t, r)
+						if l.saw(300 * time.Millisecond) {
+							t.Errorf("the listener got a connection")
+						}
+						requireDenial(t, r, mode, "socket", "AF_INET")
+					})
+					t.Run(mode+"/capabilities", func(t *testing.T) {
+						ws := id.workspace(t)
+						r := id.run(t, runOpts{Wrap: d.wrap(), Flags: sandboxFlags(mode, ws), Argv: []string{"cat", "/proc/self/status"}, Dir: ws})
+						requireExit(t, r, 0)
+						st := procStatus(r.Stdout)
+						if st["CapEff"] != "0000000000000000" || st["NoNewPrivs"] != "1" {
+							t.Errorf("CapEff=%q NoNewPrivs=%q, want 0000000000000000 and 1", st["CapEff"], st["NoNewPrivs"])
+						}
+					})
+				}
+				t.Run("probe", func(t *testing.T) {
+					r := id.run(t, runOpts{Wrap: d.wrap(), Flags: []string{"--probe", "--json"}, NoReport: true, Dir: id.workspace(t)})
+					requireExit(t, r, 0)
+					p := parseProbe(t, r)
+					if !p.Confined {
+						t.Errorf("confined = false")
+					}
+					for _, m := range confinedModes {
+						if pm := p.Modes[m]; pm.Enforcement != "partial" || len(pm.Missing) == 0 {
+							t.Errorf("modes[%s] = %+v, want partial with missing guarantees", m, pm)
+						}
+					}
+					if d.name == "no user namespaces" {
+						if pm := p.Modes["workspace-write"]; !contains(pm.Missing, "protected-paths") {
+							t.Errorf("modes[workspace-write].missing = %v, want it to include protected-paths", pm.Missing)
+						}
+						if p.Namespaces["user"] == true {
+							t.Errorf("namespaces.user = true on a host without user namespaces")
+						}
+					} else {
+						if p.Landlock.ABI != 0 {
+							t.Errorf("landlock.abi = %d on a host without Landlock", p.Landlock.ABI)
+						}
+						if p.Landlock.Error == "" {
+							t.Errorf("landlock.error is empty on a host without Landlock")
+						}
+					}
+					rt := id.run(t, runOpts{Wrap: d.wrap(), Flags: []string{"--probe"}, NoReport: true, Dir: id.workspace(t)})
+					requireExit(t, rt, 0)
+					for _, m := range confinedModes {
+						if !strings.Contains(rt.Stdout, m+": partial") {
+							t.Errorf("text probe lacks %q:\n%s", m+": partial", rt.Stdout)
+						}
+					}
+				})
+			})
+		})
+	}
+}
+
+// TestDegradedNoLayerRefuses: with neither Landlock nor user namespaces,
+// confined modes refuse (125, one line) and never run the command; the probe
+// exits 125.
+func TestDegradedNoLayerRefuses(t *testing.T) {
+	d := degradedNeither
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		d.need(t, id)
+		for _, mode := range confinedModes {
+			t.Run(mode, func(t *testing.T) {
+				ws := id.workspace(t)
+				marker := filepath.Join(id.workspace(t), "marker")
+				r := id.run(t, runOpts{
+					Wrap:  d.wrap(),
+					Flags: sandboxFlags(mode, ws),
+					Argv:  bash(fmt.Sprintf(`touch %q; touch %q/ws-marker`, marker, ws)),
+					Dir:   ws,
+				})
+				requireSetupRefused(t, r)
+				requireAbsent(t, marker)
+				requireAbsent(t, filepath.Join(ws, "ws-marker"))
+				rep := requireReport(t, r)
+				if rep.Error == "" || rep.ExitCode == nil || *rep.ExitCode != 125 {
+					t.Errorf("report = %+v, want error and exit_code 125", rep)
+				}
+			})
+		}
+		t.Run("danger-full-access still runs", func(t *testing.T) {
+			ws := id.workspace(t)
+			r := id.run(t, runOpts{Wrap: d.wrap(), Flags: sandboxFlags("danger-full-access", ws), Argv: bash(`echo ran > marker`), Dir: ws})
+			requireExit(t, r, 0)
+			requireContent(t, filepath.Join(ws, "marker"), "ran\n")
+		})
+		t.Run("probe", func(t *testing.T) {
+			r := id.run(t, runOpts{Wrap: d.wrap(), Flags: []string{"--probe"}, NoReport: true, Dir: id.workspace(t)})
+			requireExit(t, r, 125)
+			for _, m := range confinedModes {
+				if !strings.Contains(r.Stdout, m+": unavailable") {
+					t.Errorf("text probe lacks %q:\n%s", m+": unavailable", r.Stdout)
+				}
+			}
+			rj := id.run(t, runOpts{Wrap: d.wrap(), Flags: []string{"--probe", "--json"}, NoReport: true, Dir: id.workspace(t)})
+			requireExit(t, rj, 125)
+			p := parseProbe(t, rj)
+			if p.Confined {
+				t.Errorf("confined = true on a host with no filesystem layer")
+			}
+			for _, m := range confinedModes {
+				if pm := p.Modes[m]; pm.Enforcement != "unavailable" || pm.Error == "" {
+					t.Errorf("modes[%s] = %+v, want unavailable with an error", m, pm)
+				}
+			}
+		})
+	})
+}

@@ -1,0 +1,808 @@
+// Package integration is the adversarial integration suite for dsh-sandbox-run.
+//
+// It builds the CLI once (TestMain) and runs it on the real kernel, as root (when
+// the test process is root) and as an unprivileged user (env DSH_TEST_USER,
+// default "dshtest"). Every denial test checks the state of the world afterwards
+// and the denial facts of the --report JSON; every "allowed" twin checks that the
+// effect happened.
+//
+// Environment:
+//
+//	DSH_TEST_USER          unprivileged account to run the CLI as (default dshtest)
+//	DSH_REQUIRE_LANDLOCK=1 fail (instead of skip) tests that need Landlock when it is absent
+//	DSH_SANDBOX_RUN        use this prebuilt dsh-sandbox-run instead of building one
+//	CI=true                a missing test user is a failure, not a skip
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	cliPrefix = "dsh-sandbox-run: "
+	// The PATH every sandboxed command gets: system directories only, so that
+	// python3 is /usr/bin/python3 (not a per-user shim the test user cannot read).
+	testPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+var (
+	binDir        string // 0755 directory holding the built binaries
+	cliPath       string // dsh-sandbox-run
+	nolandlockBin string // integration/internal/nolandlock
+	buildErr      error  // why the CLI could not be built
+	helperErr     error  // why the nolandlock helper could not be built
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("/tmp", "dsh-it-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration: cannot create the build directory:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		return 1
+	}
+	binDir = dir
+
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration: cannot find the module root:", err)
+		return 1
+	}
+
+	if p := os.Getenv("DSH_SANDBOX_RUN"); p != "" {
+		cliPath = p
+	} else {
+		cliPath = filepath.Join(binDir, "dsh-sandbox-run")
+		buildErr = goBuild(root, cliPath, "./cmd/dsh-sandbox-run")
+		if buildErr != nil {
+			fmt.Fprintln(os.Stderr, "integration: BUILD OF dsh-sandbox-run FAILED, every test will fail:\n", buildErr)
+		}
+	}
+	nolandlockBin = filepath.Join(binDir, "nolandlock")
+	helperErr = goBuild(root, nolandlockBin, "./integration/internal/nolandlock")
+	if helperErr != nil {
+		fmt.Fprintln(os.Stderr, "integration: build of the nolandlock helper failed:\n", helperErr)
+	}
+	return m.Run()
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err == nil {
+		if gomod := strings.TrimSpace(string(out)); gomod != "" && gomod != os.DevNull {
+			return filepath.Dir(gomod), nil
+		}
+	}
+	abs, err := filepath.Abs("..")
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(abs, "go.mod")); err != nil {
+		return "", err
+	}
+	return abs, nil
+}
+
+func goBuild(root, out, pkg string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return os.Chmod(out, 0o755)
+}
+
+// needCLI fails the test when the CLI did not build.
+func needCLI(t *testing.T) {
+	t.Helper()
+	if buildErr != nil {
+		t.Fatalf("dsh-sandbox-run did not build: %v", buildErr)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Identities
+
+type identity struct {
+	name     string // "root" or "user"
+	uid, gid uint32
+	home     string
+	username string
+	switchTo bool // start the CLI with SysProcAttr.Credential
+}
+
+func (id identity) isRoot() bool { return id.uid == 0 }
+
+func testUserName() string {
+	if u := os.Getenv("DSH_TEST_USER"); u != "" {
+		return u
+	}
+	return "dshtest"
+}
+
+// forEachIdentity runs f as a "root" subtest (only when the test process is
+// root) and as a "user" subtest (the unprivileged DSH_TEST_USER account, or the
+// current account when the test process is not root).
+func forEachIdentity(t *testing.T, f func(t *testing.T, id identity)) {
+	t.Helper()
+	needCLI(t)
+	if os.Geteuid() == 0 {
+		t.Run("root", func(t *testing.T) {
+			f(t, identity{name: "root", uid: 0, gid: 0, home: "/root", username: "root"})
+		})
+	}
+	t.Run("user", func(t *testing.T) {
+		id, ok := unprivileged(t)
+		if !ok {
+			return
+		}
+		f(t, id)
+	})
+}
+
+func unprivileged(t *testing.T) (identity, bool) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		u, err := user.Current()
+		if err != nil {
+			t.Fatalf("current user: %v", err)
+		}
+		return identity{name: "user", uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), home: u.HomeDir, username: u.Username}, true
+	}
+	name := testUserName()
+	u, err := user.Lookup(name)
+	if err != nil {
+		msg := fmt.Sprintf("!!! UNPRIVILEGED TEST USER %q NOT FOUND (%v): the unprivileged half of the suite DID NOT RUN. Create it with: useradd -m -s /bin/bash %s", name, err, name)
+		if os.Getenv("CI") == "true" || os.Getenv("DSH_TEST_USER") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+		return identity{}, false
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	if uid == 0 {
+		t.Fatalf("DSH_TEST_USER %q is uid 0; it must be unprivileged", name)
+	}
+	return identity{name: "user", uid: uint32(uid), gid: uint32(gid), home: u.HomeDir, username: u.Username, switchTo: true}, true
+}
+
+// env is the environment the CLI (and so the command) gets: minimal and
+// deterministic, no TMPDIR (so /tmp is the only temp root).
+func (id identity) env(extra ...string) []string {
+	e := []string{
+		"PATH=" + testPATH,
+		"HOME=" + id.home,
+		"USER=" + id.username,
+		"LOGNAME=" + id.username,
+		"LANG=C",
+		"LC_ALL=C",
+	}
+	return append(e, extra...)
+}
+
+func (id identity) sysProcAttr() *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{}
+	if id.switchTo {
+		a.Credential = &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: []uint32{}}
+	}
+	return a
+}
+
+// ---------------------------------------------------------------------------
+// Directories and files owned by the identity
+
+func canon(t *testing.T, p string) string {
+	t.Helper()
+	c, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatalf("EvalSymlinks(%s): %v", p, err)
+	}
+	return c
+}
+
+// mkdirOwned creates a fresh 0755 directory under parent owned by the identity
+// and removes it when the test ends.
+func (id identity) mkdirOwned(t *testing.T, parent, pattern string) string {
+	t.Helper()
+	d, err := os.MkdirTemp(parent, pattern)
+	if err != nil {
+		t.Fatalf("MkdirTemp(%s): %v", parent, err)
+	}
+	t.Cleanup(func() { forceRemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(d, int(id.uid), int(id.gid)); err != nil && os.Geteuid() == 0 {
+		t.Fatal(err)
+	}
+	return canon(t, d)
+}
+
+// forceRemoveAll removes a tree even when the sandboxed command left
+// read-only directories behind.
+func forceRemoveAll(d string) {
+	if err := os.RemoveAll(d); err == nil {
+		return
+	}
+	_ = filepath.Walk(d, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.IsDir() {
+			_ = os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(d)
+}
+
+// workspace is a fresh workspace under /tmp owned by the identity.
+func (id identity) workspace(t *testing.T) string {
+	t.Helper()
+	return id.mkdirOwned(t, "/tmp", "dsh-it-ws-")
+}
+
+// outside is a fresh directory owned by the identity (so DAC allows writes)
+// that is outside every writable root (/tmp, /dev/shm, $TMPDIR, the workspace):
+// under /var/lib when the test is root, /var/tmp otherwise.
+func (id identity) outside(t *testing.T) string {
+	t.Helper()
+	parent := "/var/lib"
+	if os.Geteuid() != 0 {
+		parent = "/var/tmp"
+	}
+	d := id.mkdirOwned(t, parent, "dsh-it-out-")
+	for _, root := range []string{"/tmp", "/dev/shm", os.Getenv("TMPDIR")} {
+		if root != "" && (d == root || strings.HasPrefix(d, canonOrSelf(root)+"/")) {
+			t.Fatalf("outside dir %s lies under writable root %s", d, root)
+		}
+	}
+	return d
+}
+
+func canonOrSelf(p string) string {
+	if c, err := filepath.EvalSymlinks(p); err == nil {
+		return c
+	}
+	return p
+}
+
+// writeOwned writes a file owned by the identity.
+func (id identity) writeOwned(t *testing.T, path, content string, perm os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, perm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(path, int(id.uid), int(id.gid)); err != nil && os.Geteuid() == 0 {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return string(b)
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func nonce() string {
+	return fmt.Sprintf("%d%06d", time.Now().UnixNano()%1000, rand.IntN(1000000))
+}
+
+// ---------------------------------------------------------------------------
+// Running the CLI
+
+type runOpts struct {
+	Flags      []string // dsh-sandbox-run flags (before "--")
+	Argv       []string // the command; nil means no "--" and no command
+	Wrap       []string // argv prefix in front of the CLI (unshare, nolandlock)
+	Env        []string // extra environment
+	Dir        string   // working directory (default "/")
+	ExtraFiles []*os.File
+	NoReport   bool
+	Timeout    time.Duration
+}
+
+type result struct {
+	Exit      int
+	Stdout    string
+	Stderr    string
+	Report    *Report
+	ReportRaw string
+	ReportErr error
+	Cmdline   []string
+}
+
+// Report is the --report JSON of the README.
+type Report struct {
+	Version     int    `json:"version"`
+	Mode        string `json:"mode"`
+	Network     bool   `json:"network"`
+	Workspace   string `json:"workspace"`
+	Enforcement struct {
+		Level       string   `json:"level"`
+		Layers      []string `json:"layers"`
+		Missing     []string `json:"missing"`
+		LandlockABI int      `json:"landlock_abi"`
+	} `json:"enforcement"`
+	Denials  []Denial `json:"denials"`
+	ExitCode *int     `json:"exit_code"`
+	Signal   string   `json:"signal"`
+	Error    string   `json:"error"`
+}
+
+// Denial is one denial fact.
+type Denial struct {
+	Op      string `json:"op"`
+	Path    string `json:"path"`
+	Address string `json:"address"`
+	Syscall string `json:"syscall"`
+	Errno   string `json:"errno"`
+	Count   int    `json:"count"`
+}
+
+func (d Denial) target() string {
+	if d.Path != "" {
+		return d.Path
+	}
+	return d.Address
+}
+
+func (d Denial) String() string {
+	return fmt.Sprintf("{op=%s target=%s syscall=%s errno=%s count=%d}", d.Op, d.target(), d.Syscall, d.Errno, d.Count)
+}
+
+func sandboxFlags(mode, ws string, more ...string) []string {
+	f := []string{"--mode", mode}
+	if ws != "" {
+		f = append(f, "--workspace", ws)
+	}
+	return append(f, more...)
+}
+
+func bash(script string) []string { return []string{"bash", "-c", script} }
+
+// start launches the CLI as the identity; the caller must Wait. stdout/stderr go
+// to files (not pipes) so that a surviving process holding them cannot block Wait.
+type started struct {
+	cmd        *exec.Cmd
+	outF, errF *os.File
+	reportPath string
+	args       []string
+}
+
+func (id identity) start(t *testing.T, o runOpts) *started {
+	t.Helper()
+	needCLI(t)
+	tmp := id.mkdirOwned(t, "/tmp", "dsh-it-run-")
+	s := &started{}
+	args := append([]string{}, o.Wrap...)
+	args = append(args, cliPath)
+	args = append(args, o.Flags...)
+	if !o.NoReport {
+		s.reportPath = filepath.Join(tmp, "report.json")
+		args = append(args, "--report", s.reportPath)
+	}
+	if o.Argv != nil {
+		args = append(args, "--")
+		args = append(args, o.Argv...)
+	}
+	s.args = args
+	var err error
+	if s.outF, err = os.Create(filepath.Join(tmp, "stdout")); err != nil {
+		t.Fatal(err)
+	}
+	if s.errF, err = os.Create(filepath.Join(tmp, "stderr")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = id.env(o.Env...)
+	cmd.Dir = o.Dir
+	if cmd.Dir == "" {
+		cmd.Dir = "/"
+	}
+	cmd.Stdin = nil
+	cmd.Stdout = s.outF
+	cmd.Stderr = s.errF
+	cmd.ExtraFiles = o.ExtraFiles
+	cmd.SysProcAttr = id.sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %q: %v", args, err)
+	}
+	s.cmd = cmd
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+		}
+	})
+	return s
+}
+
+// wait waits for the CLI with a timeout (SIGKILL and test failure on timeout)
+// and collects output and report.
+func (s *started) wait(t *testing.T, timeout time.Duration) result {
+	t.Helper()
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		_ = s.cmd.Process.Kill()
+		<-done
+		t.Errorf("dsh-sandbox-run did not finish within %v: %q (killed)", timeout, s.args)
+	}
+	r := result{Cmdline: s.args, Exit: -1}
+	if st := s.cmd.ProcessState; st != nil {
+		ws := st.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Exited():
+			r.Exit = ws.ExitStatus()
+		case ws.Signaled():
+			r.Exit = 128 + int(ws.Signal())
+		}
+	}
+	_ = s.outF.Close()
+	_ = s.errF.Close()
+	r.Stdout = readFile(t, s.outF.Name())
+	r.Stderr = readFile(t, s.errF.Name())
+	if s.reportPath != "" {
+		b, err := os.ReadFile(s.reportPath)
+		if err != nil {
+			r.ReportErr = fmt.Errorf("no report: %w", err)
+		} else {
+			r.ReportRaw = string(b)
+			var rep Report
+			dec := json.NewDecoder(bytes.NewReader(b))
+			if err := dec.Decode(&rep); err != nil {
+				r.ReportErr = fmt.Errorf("bad report JSON: %w: %s", err, b)
+			} else {
+				r.Report = &rep
+			}
+		}
+	}
+	t.Logf("ran %q\n  exit=%d\n  stdout=%q\n  stderr=%q\n  report=%s", s.args, r.Exit, trunc(r.Stdout), trunc(r.Stderr), trunc(r.ReportRaw))
+	return r
+}
+
+func trunc(s string) string {
+	if len(s) > 2000 {
+		return s[:2000] + "…"
+	}
+	return s
+}
+
+func (id identity) run(t *testing.T, o runOpts) result {
+	t.Helper()
+	return id.start(t, o).wait(t, o.Timeout)
+}
+
+// ---------------------------------------------------------------------------
+// Assertions
+
+func (r result) String() string {
+	return fmt.Sprintf("exit=%d stdout=%q stderr=%q report=%s", r.Exit, trunc(r.Stdout), trunc(r.Stderr), trunc(r.ReportRaw))
+}
+
+func requireReport(t *testing.T, r result) *Report {
+	t.Helper()
+	if r.Report == nil {
+		t.Fatalf("no usable --report: %v", r.ReportErr)
+	}
+	if r.Report.Version != 1 {
+		t.Errorf("report version = %d, want 1", r.Report.Version)
+	}
+	return r.Report
+}
+
+// requireDenial asserts a denial fact with the op and one of the targets, and
+// (unless quiet) its stderr line.
+func requireDenial(t *testing.T, r result, mode, op string, targets ...string) {
+	t.Helper()
+	rep := requireReport(t, r)
+	for _, d := range rep.Denials {
+		if d.Op != op {
+			continue
+		}
+		for _, tg := range targets {
+			if d.target() == tg {
+				if d.Count < 1 {
+					t.Errorf("denial %v has count %d", d, d.Count)
+				}
+				if d.Errno == "" || d.Syscall == "" {
+					t.Errorf("denial %v lacks errno or syscall", d)
+				}
+				line := fmt.Sprintf("%sdenied %s %s (%s mode)", cliPrefix, op, tg, mode)
+				if !hasLine(r.Stderr, line) {
+					t.Errorf("stderr lacks the denial line %q; stderr=%q", line, r.Stderr)
+				}
+				return
+			}
+		}
+	}
+	t.Errorf("report lacks denial op=%q target in %q; denials=%v", op, targets, rep.Denials)
+}
+
+func requireNoDenials(t *testing.T, r result) {
+	t.Helper()
+	rep := requireReport(t, r)
+	if len(rep.Denials) != 0 {
+		t.Errorf("want no denial facts, got %v", rep.Denials)
+	}
+	for _, l := range lines(r.Stderr) {
+		if strings.HasPrefix(l, cliPrefix+"denied ") {
+			t.Errorf("unexpected denial line on stderr: %q", l)
+		}
+	}
+}
+
+func requireExit(t *testing.T, r result, want int) {
+	t.Helper()
+	if r.Exit != want {
+		t.Errorf("exit = %d, want %d (%v)", r.Exit, want, r)
+	}
+	if r.Report != nil {
+		if r.Report.ExitCode == nil {
+			t.Errorf("report has no exit_code")
+		} else if *r.Report.ExitCode != want {
+			t.Errorf("report exit_code = %d, want %d", *r.Report.ExitCode, want)
+		}
+	}
+}
+
+func requireFailed(t *testing.T, r result) {
+	t.Helper()
+	if r.Exit == 0 {
+		t.Errorf("command succeeded, want failure (%v)", r)
+	}
+	if r.Exit == 125 && strings.Contains(r.Stderr, cliPrefix) && r.Report != nil && r.Report.Error != "" {
+		t.Errorf("sandbox setup failed instead of running the command: %v", r.Report.Error)
+	}
+}
+
+// requireSetupRefused: exit 125, exactly one stderr line, starting with the prefix.
+func requireSetupRefused(t *testing.T, r result) {
+	t.Helper()
+	if r.Exit != 125 {
+		t.Errorf("exit = %d, want 125 (%v)", r.Exit, r)
+	}
+	ls := lines(r.Stderr)
+	if len(ls) != 1 || !strings.HasPrefix(ls[0], cliPrefix) {
+		t.Errorf("stderr must be exactly one line starting %q, got %q", cliPrefix, r.Stderr)
+	}
+}
+
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func hasLine(s, want string) bool {
+	for _, l := range strings.Split(s, "\n") {
+		if l == want {
+			return true
+		}
+	}
+	return false
+}
+
+func requireAbsent(t *testing.T, path string) {
+	t.Helper()
+	if exists(path) {
+		b, _ := os.ReadFile(path)
+		t.Errorf("%s exists after the run (content %q), want absent", path, b)
+	}
+}
+
+func requireContent(t *testing.T, path, want string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("%s: %v, want content %q", path, err, want)
+		return
+	}
+	if string(b) != want {
+		t.Errorf("%s content = %q, want %q", path, b, want)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Host capabilities
+
+// landlockABI returns the host's Landlock ABI version, or an error.
+func landlockABI() (int, error) {
+	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, 1 /* LANDLOCK_CREATE_RULESET_VERSION */)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(r), nil
+}
+
+// requireLandlock skips (or fails under DSH_REQUIRE_LANDLOCK=1) when the
+// host has no Landlock.
+func requireLandlock(t *testing.T) int {
+	t.Helper()
+	abi, err := landlockABI()
+	if err != nil {
+		msg := fmt.Sprintf("Landlock unavailable on this host (landlock_create_ruleset: %v)", err)
+		if os.Getenv("DSH_REQUIRE_LANDLOCK") == "1" {
+			t.Fatal(msg + " and DSH_REQUIRE_LANDLOCK=1")
+		}
+		t.Skip(msg + "; set DSH_REQUIRE_LANDLOCK=1 to make this a failure")
+	}
+	return abi
+}
+
+// userNamespacesWork reports whether the identity can create a user namespace
+// with unshare(1) (needed by the degraded-host simulations).
+func (id identity) userNamespacesWork() error {
+	cmd := exec.Command("unshare", "-Ur", "true")
+	cmd.Env = id.env()
+	cmd.Dir = "/"
+	cmd.SysProcAttr = id.sysProcAttr()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("unshare -Ur true: %v: %s", err, out)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Host processes
+
+// procsWithCmdline returns the pids of host processes whose NUL-separated
+// cmdline equals argv.
+func procsWithCmdline(argv ...string) []int {
+	want := strings.Join(argv, "\x00") + "\x00"
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || string(b) != want {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			// skip zombies: they are dead, only not reaped yet
+			if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+				continue
+			}
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// uniqueSleep is a sleep command line nobody else runs; killSurvivors is registered.
+func uniqueSleep(t *testing.T) (arg string) {
+	arg = "1000" + nonce()
+	t.Cleanup(func() {
+		for _, pid := range procsWithCmdline("sleep", arg) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return arg
+}
+
+// requireGone polls until no process runs `sleep arg` (grace period: the
+// kernel needs a moment to tear down a killed tree).
+func requireGone(t *testing.T, arg string, grace time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(grace)
+	for {
+		pids := procsWithCmdline("sleep", arg)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("survivor: `sleep %s` still running as pid(s) %v %v after dsh-sandbox-run ended", arg, pids, grace)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitFile polls for a file to exist.
+func waitFile(path string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !exists(path) {
+		if time.Now().After(deadline) {
+			return errors.New("timed out waiting for " + path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+var confinedModes = []string{"read-only", "workspace-write"}
+var allModes = []string{"read-only", "workspace-write", "danger-full-access"}
+
+// mkdirAt creates a 0755 directory owned by the identity.
+func (id identity) mkdirAt(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(path, int(id.uid), int(id.gid)); err != nil && os.Geteuid() == 0 {
+		t.Fatal(err)
+	}
+}
+
+func readAll(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), err
+}
+
+// requireSyscallDenial asserts a denial of one of the ops whose target is a
+// system call name (ptrace, keyring, namespace, mount, bpf, ioctl ...). The
+// README says the target is "the system call name"; the name may be in
+// path/address or only in the syscall field. The stderr line may omit the
+// target when it is only the system call name.
+func requireSyscallDenial(t *testing.T, r result, mode string, ops []string, names []string) {
+	t.Helper()
+	rep := requireReport(t, r)
+	for _, d := range rep.Denials {
+		if !contains(ops, d.Op) || !(contains(names, d.target()) || (d.target() == "" && contains(names, d.Syscall))) {
+			continue
+		}
+		if d.Count < 1 || d.Errno == "" {
+			t.Errorf("denial %v lacks count or errno", d)
+		}
+		want := []string{fmt.Sprintf("%sdenied %s %s (%s mode)", cliPrefix, d.Op, d.Syscall, mode)}
+		if d.target() != "" {
+			want = append(want, fmt.Sprintf("%sdenied %s %s (%s mode)", cliPrefix, d.Op, d.target(), mode))
+		} else {
+			want = append(want, fmt.Sprintf("%sdenied %s (%s mode)", cliPrefix, d.Op, mode))
+		}
+		for _, w := range want {
+			if hasLine(r.Stderr, w) {
+				return
+			}
+		}
+		t.Errorf("stderr lacks a denial line among %q; stderr=%q", want, r.Stderr)
+		return
+	}
+	t.Errorf("report lacks a denial with op in %q naming a system call in %q; denials=%v", ops, names, rep.Denials)
+}

@@ -1,0 +1,279 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostProcess is a `sleep` started by the test as the identity, outside any
+// sandbox, with a secret in its environment.
+type hostProcess struct {
+	cmd    *exec.Cmd
+	pid    int
+	secret string
+	arg    string
+	exited chan struct{}
+}
+
+func (id identity) startHostProcess(t *testing.T) *hostProcess {
+	t.Helper()
+	arg := uniqueSleep(t)
+	h := &hostProcess{secret: "DSH_IT_SECRET_" + nonce(), arg: arg, exited: make(chan struct{})}
+	cmd := exec.Command("sleep", arg)
+	cmd.Env = id.env("DSH_SECRET=" + h.secret)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = id.sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.cmd, h.pid = cmd, cmd.Process.Pid
+	go func() { _ = cmd.Wait(); close(h.exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-h.exited })
+	return h
+}
+
+// requireUntouched: still running, not stopped, not traced.
+func (h *hostProcess) requireUntouched(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.exited:
+		t.Errorf("host process %d died: %v", h.pid, h.cmd.ProcessState)
+		return
+	case <-time.After(100 * time.Millisecond):
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.pid))
+	if err != nil {
+		t.Errorf("host process status: %v", err)
+		return
+	}
+	for _, l := range strings.Split(string(st), "\n") {
+		if strings.HasPrefix(l, "TracerPid:") && strings.TrimSpace(strings.TrimPrefix(l, "TracerPid:")) != "0" {
+			t.Errorf("host process is being traced: %s", l)
+		}
+		if strings.HasPrefix(l, "State:") && (strings.Contains(l, "stopped") || strings.Contains(l, "tracing")) {
+			t.Errorf("host process state: %s", l)
+		}
+	}
+}
+
+const ptraceScript = `python3 - "$PID" <<'EOF'
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.restype = ctypes.c_long
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+r = libc.ptrace(16, int(sys.argv[1]), None, None)  # PTRACE_ATTACH
+print("ptrace", r, ctypes.get_errno())
+if r == 0:
+    import os, time
+    time.sleep(0.2)
+    libc.ptrace(17, int(sys.argv[1]), None, None)  # PTRACE_DETACH
+    sys.exit(0)
+sys.exit(1)
+EOF`
+
+// TestHostProcessesUnreachable: a process of the same identity outside the
+// sandbox cannot be signalled, ptraced or have its environ read.
+func TestHostProcessesUnreachable(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, mode := range confinedModes {
+			t.Run(mode, func(t *testing.T) {
+				for _, c := range []struct {
+					name, script string
+					op           string
+				}{
+					{"kill", `kill -TERM "$PID"`, ""},
+					{"kill -9", `kill -KILL "$PID"`, ""},
+					{"kill -STOP", `kill -STOP "$PID"`, ""},
+					{"ptrace attach", ptraceScript, "ptrace"},
+					{"read /proc/PID/environ", `cat "/proc/$PID/environ"`, ""},
+					{"read /proc/PID/cmdline", `cat "/proc/$PID/cmdline"`, ""},
+				} {
+					t.Run(c.name, func(t *testing.T) {
+						h := id.startHostProcess(t)
+						ws := id.workspace(t)
+						r := id.run(t, runOpts{
+							Flags: sandboxFlags(mode, ws),
+							Argv:  bash("set -o pipefail; " + c.script),
+							Env:   []string{"PID=" + fmt.Sprint(h.pid)},
+							Dir:   ws,
+						})
+						requireFailed(t, r)
+						h.requireUntouched(t)
+						if strings.Contains(r.Stdout+r.Stderr, h.secret) {
+							t.Errorf("the host process's environment leaked into the sandbox output")
+						}
+						if strings.Contains(r.Stdout, h.arg) {
+							t.Errorf("the host process's cmdline leaked into the sandbox output")
+						}
+						if c.op != "" {
+							requireSyscallDenial(t, r, mode, []string{c.op}, []string{"ptrace"})
+						}
+					})
+				}
+			})
+		}
+	})
+}
+
+func procStatus(out string) map[string]string {
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
+}
+
+// TestNoCapabilitiesNoNewPrivs: CapEff 0 and NoNewPrivs 1 inside, even as root.
+func TestNoCapabilitiesNoNewPrivs(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, mode := range confinedModes {
+			t.Run(mode, func(t *testing.T) {
+				ws := id.workspace(t)
+				r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: []string{"cat", "/proc/self/status"}, Dir: ws})
+				requireExit(t, r, 0)
+				st := procStatus(r.Stdout)
+				for _, k := range []string{"CapEff", "CapPrm", "CapInh", "CapAmb"} {
+					if st[k] != "0000000000000000" {
+						t.Errorf("%s = %q, want 0000000000000000", k, st[k])
+					}
+				}
+				if st["CapBnd"] != "0000000000000000" {
+					t.Errorf("CapBnd = %q, want 0000000000000000 (a setuid binary could regain capabilities)", st["CapBnd"])
+				}
+				if st["NoNewPrivs"] != "1" {
+					t.Errorf("NoNewPrivs = %q, want 1", st["NoNewPrivs"])
+				}
+				if st["Seccomp"] != "2" {
+					t.Errorf("Seccomp = %q, want 2 (filter mode)", st["Seccomp"])
+				}
+			})
+		}
+	})
+}
+
+// TestPrivilegedCallsDenied: keyring, new namespaces and mounts fail and are
+// reported with the system call name.
+func TestPrivilegedCallsDenied(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, mode := range confinedModes {
+			for _, c := range []struct {
+				name, script, op string
+				targets          []string
+			}{
+				{"keyctl", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); r=l.syscall(250, 0, -3, 1); print(r, ctypes.get_errno()); sys.exit(0 if r>=0 else 1)'`, "keyring", []string{"keyctl"}},
+				{"add_key", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); r=l.syscall(248, b"user", b"dsh", b"x", 1, -3); print(r, ctypes.get_errno()); sys.exit(0 if r>=0 else 1)'`, "keyring", []string{"add_key"}},
+				{"unshare -r", `unshare -r true`, "namespace", []string{"unshare"}},
+				{"unshare -n (as mapped root)", `unshare -n true`, "namespace", []string{"unshare"}},
+				{"mount tmpfs", `mount -t tmpfs none /mnt`, "mount", []string{"mount", "fsopen", "fsconfig", "fsmount", "move_mount", "open_tree"}},
+				{"bpf", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); r=l.syscall(321, 0, None, 0); print(r, ctypes.get_errno()); sys.exit(0 if r>=0 else 1)'`, "bpf", []string{"bpf"}},
+				{"userfaultfd", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); r=l.syscall(323, 0); print(r, ctypes.get_errno()); sys.exit(0 if r>=0 else 1)'`, "userfaultfd", []string{"userfaultfd"}},
+				{"io_uring_setup", `python3 -c 'import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); p=ctypes.create_string_buffer(120); r=l.syscall(425, 4, p); print(r, ctypes.get_errno()); sys.exit(0 if r>=0 else 1)'`, "", nil},
+			} {
+				t.Run(mode+"/"+c.name, func(t *testing.T) {
+					ws := id.workspace(t)
+					r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: bash(c.script), Dir: ws})
+					requireFailed(t, r)
+					if c.op != "" {
+						requireSyscallDenial(t, r, mode, []string{c.op}, c.targets)
+					}
+					if strings.Contains(c.name, "mount") {
+						if b, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(b), " /mnt ") {
+							t.Errorf("a mount appeared on the host's /mnt")
+						}
+					}
+				})
+			}
+		}
+	})
+}
+
+// TestInheritedFdNotUsable: an fd the caller leaks (fd 3, O_RDWR on a file
+// outside the roots) does not reach the command; the file is unchanged.
+func TestInheritedFdNotUsable(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, mode := range confinedModes {
+			t.Run(mode, func(t *testing.T) {
+				ws := id.workspace(t)
+				out := id.outside(t)
+				path := filepath.Join(out, "leaked")
+				id.writeOwned(t, path, existingContent, 0o644)
+				f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				r := id.run(t, runOpts{
+					Flags:      sandboxFlags(mode, ws),
+					Argv:       bash(`echo pwned >&3; s=$?; ls -l /proc/self/fd/ >&2; exit $s`),
+					Dir:        ws,
+					ExtraFiles: []*os.File{f},
+				})
+				requireFailed(t, r)
+				requireContent(t, path, existingContent)
+			})
+		}
+	})
+}
+
+// TestTIOCSTIDenied: terminal input injection is denied, also with garbage
+// in the upper 32 bits of the request (the kernel truncates it to 32 bits).
+// The command opens a pty and makes it its controlling terminal, so that
+// without the sandbox TIOCSTI would succeed (dev.tty.legacy_tiocsti=1).
+func tiocstiScript() string {
+	return `python3 - "$HIGH" <<'EOF'
+import fcntl, os, pty, sys, termios
+high = int(sys.argv[1])
+m, s = pty.openpty()
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    fcntl.ioctl(s, termios.TIOCSCTTY, 0)
+    try:
+        fcntl.ioctl(s, termios.TIOCSTI | high, b"x")
+    except OSError as e:
+        print("denied", e.errno, flush=True); os._exit(1)
+    print("injected", flush=True); os._exit(0)
+_, st = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(st))
+EOF`
+}
+
+func TestTIOCSTIDenied(t *testing.T) {
+	script := tiocstiScript()
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, mode := range confinedModes {
+			for _, v := range []struct{ name, high string }{{"plain", "0"}, {"upper bits set", "4294967296"}} {
+				t.Run(mode+"/"+v.name, func(t *testing.T) {
+					ws := id.workspace(t)
+					r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: bash(script), Env: []string{"HIGH=" + v.high}, Dir: ws})
+					requireFailed(t, r)
+					if strings.Contains(r.Stdout, "injected") {
+						t.Errorf("TIOCSTI succeeded")
+					}
+					requireSyscallDenial(t, r, mode, []string{"ioctl"}, []string{"ioctl", "TIOCSTI"})
+				})
+			}
+		}
+	})
+}
+
+// TestTIOCSTIControl: the same injection works in danger-full-access, proving
+// the denial above is the sandbox's.
+func TestTIOCSTIControl(t *testing.T) {
+	if b, _ := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti"); strings.TrimSpace(string(b)) != "1" {
+		t.Skip("dev.tty.legacy_tiocsti is not 1: TIOCSTI needs CAP_SYS_ADMIN on this host anyway")
+	}
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.workspace(t)
+		script := strings.Replace(tiocstiScript(), "$HIGH", "0", 1)
+		r := id.run(t, runOpts{Flags: sandboxFlags("danger-full-access", ws), Argv: bash(script), Dir: ws})
+		requireExit(t, r, 0)
+	})
+}
