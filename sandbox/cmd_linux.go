@@ -54,6 +54,8 @@ type Cmd struct {
 	Runner string
 
 	proc     *exec.Cmd
+	ns       namespaces
+	prep     *preparation
 	ctrl     *os.File
 	facts    *factLog
 	notifier *notifier
@@ -95,6 +97,11 @@ func (c *Cmd) Start() error {
 		}
 		runnerPath = exe
 	}
+	prep, err := prepare(c.Policy)
+	if err != nil {
+		return &SetupError{Detail: err.Error()}
+	}
+	defer prep.close()
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return &SetupError{Detail: fmt.Sprintf("control socket: %v", err)}
@@ -108,17 +115,21 @@ func (c *Cmd) Start() error {
 		env = os.Environ()
 	}
 	env = append(envWithout(env, runnerEnv), runnerEnv+"=1")
+	extra := []*os.File{child}
+	if prep.ruleset != nil {
+		extra = append(extra, prep.ruleset)
+	}
 	spawn := func(ns namespaces) (*exec.Cmd, error) {
 		p := &exec.Cmd{
 			Path:        runnerPath,
-			Args:        []string{runnerArg0},
+			Args:        append([]string{runnerArg0}, c.Args...),
 			Env:         env,
 			Dir:         c.Dir,
-			Stdin:       orDevNull(c.Stdin),
-			Stdout:      orDevNull(c.Stdout),
-			Stderr:      orDevNull(c.Stderr),
-			ExtraFiles:  []*os.File{child},
-			SysProcAttr: namespaceAttr(ns, c.Policy.Network),
+			Stdin:       c.Stdin,
+			Stdout:      c.Stdout,
+			Stderr:      c.Stderr,
+			ExtraFiles:  extra,
+			SysProcAttr: namespaceAttr(ns),
 		}
 		return p, p.Start()
 	}
@@ -138,12 +149,25 @@ func (c *Cmd) Start() error {
 		return &SetupError{Detail: fmt.Sprintf("cannot start the runner %s: %v", runnerPath, unwrapExecErr(err))}
 	}
 	c.proc = proc
+	c.ns = ns
+	c.prep = prep
 	c.facts = newFactLog()
 	c.done = make(chan struct{})
 
-	spec := runnerSpec{Policy: c.Policy, Args: c.Args, Namespaces: ns, Notify: true}
-	if err := sendMsg(c.ctrl, spec, -1); err != nil {
+	if c.Policy.Mode.Confines() && !ns.Mount && prep.ruleset == nil {
+		return c.abort(fmt.Sprintf("no filesystem confinement is possible on this host (%s)", joinNonEmpty("; ", ns.Error, prep.landlockErr)))
+	}
+	spec, err := prep.spec(ns)
+	if err != nil {
+		return c.abort(err.Error())
+	}
+	if err := sendBytes(c.ctrl, spec); err != nil {
 		return c.abort(fmt.Sprintf("control socket: %v", err))
+	}
+	if c.Policy.Mode.Confines() {
+		if err := sendBytes(c.ctrl, prep.bpf); err != nil {
+			return c.abort(fmt.Sprintf("control socket: %v", err))
+		}
 	}
 	// Wait until the command runs, or the runner says why it cannot.
 	for {
@@ -166,9 +190,7 @@ func (c *Cmd) Start() error {
 		case msgFail:
 			return c.abort(m.Detail)
 		case msgReady:
-			if m.Enforcement != nil {
-				c.enf = *m.Enforcement
-			}
+			c.enf = c.assess(m)
 			go c.monitor()
 			return nil
 		default:
@@ -304,18 +326,11 @@ func (c *Cmd) Pid() int {
 	return c.proc.Process.Pid
 }
 
-func orDevNull(f *os.File) *os.File {
-	if f != nil {
-		return f
-	}
-	return nil // exec.Cmd opens /dev/null for nil
-}
-
 // namespaceAttr returns the runner's clone attributes. The caller's uid and
 // gid map to themselves, so files and `id` look the same inside; a non-root
 // runner keeps CAP_SYS_ADMIN/CAP_SETPCAP across its exec through the ambient
 // set, only until it drops every capability before the command starts.
-func namespaceAttr(ns namespaces, network bool) *syscall.SysProcAttr {
+func namespaceAttr(ns namespaces) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{}
 	if !ns.User {
 		return attr

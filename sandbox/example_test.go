@@ -3,18 +3,10 @@ package sandbox_test
 import (
 	"fmt"
 	"os"
-	"testing"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
-
-// TestMain makes the test binary its own runner: the supervisor re-executes
-// os.Executable(), and Init turns that process into the runner.
-func TestMain(m *testing.M) {
-	sandbox.Init()
-	os.Exit(m.Run())
-}
 
 // A read-only sandbox refuses a write outside the policy and says so as a
 // fact, not as a guess from stderr.

@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,97 +16,77 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// buildMountView makes, inside a private mount namespace, every mount
-// read-only except the writable roots; binds the protected paths read-only
-// on top (after pinning their ancestors inside the roots as mount points, so
-// they cannot be renamed away); and mounts a fresh /proc when the runner is
-// in a new pid namespace. Paths keep their meaning: nothing moves, so the
-// supervisor and the command agree on every path.
-func buildMountView(p modes.Policy, pidNS bool) (freshProc bool, err error) {
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return false, fmt.Errorf("mount view: make / private: %w", err)
+// mountPlan returns the runner's mount-view steps for p as spec tokens, in
+// order. Inside the runner's private mount namespace they make every mount
+// read-only except the writable roots; bind the protected paths read-only on
+// top, after pinning their ancestors inside the roots as mount points (a
+// mount point cannot be renamed or removed, so they cannot be moved away and
+// rebuilt); and mount a fresh /proc when the runner is in a new pid
+// namespace. Paths keep their meaning: nothing moves, so the supervisor and
+// the command agree on every path. Each step restricts or is neutral, so a
+// view that fails half-way is never looser than none.
+//
+// The plan is computed here, in the supervisor, from its own mount table:
+// the runner's new mount namespace starts as a copy of it.
+func mountPlan(p modes.Policy, pidNS bool) ([]string, error) {
+	var t []string
+	mount := func(src, tgt, fstype string, flags uintptr, mode string) {
+		t = append(t, "m", src, tgt, fstype, strconv.FormatUint(uint64(flags), 10), mode)
 	}
+	mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "hard")
 	for _, w := range p.WritableRoots {
-		if err := unix.Mount(w, w, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return false, fmt.Errorf("mount view: bind writable root %s: %w", w, err)
-		}
+		mount(w, w, "", unix.MS_BIND|unix.MS_REC, "hard")
 	}
+	var checks []string
 	for _, pp := range p.Protected {
 		if _, err := os.Lstat(pp); err != nil {
 			continue // a missing protected path is guarded by the supervisor only
 		}
-		root := rootOf(p.WritableRoots, pp)
-		for _, a := range ancestorsBetween(root, pp) {
-			if err := unix.Mount(a, a, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-				return false, fmt.Errorf("mount view: pin %s: %w", a, err)
-			}
+		for _, a := range ancestorsBetween(rootOf(p.WritableRoots, pp), pp) {
+			mount(a, a, "", unix.MS_BIND|unix.MS_REC, "hard")
 		}
-		if err := unix.Mount(pp, pp, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return false, fmt.Errorf("mount view: bind protected %s: %w", pp, err)
+		flags, err := keptFlags(pp)
+		if err != nil {
+			return nil, fmt.Errorf("mount view: %s: %w", pp, err)
 		}
-		if err := remountReadOnly(pp); err != nil {
-			return false, fmt.Errorf("mount view: protect %s: %w", pp, err)
-		}
+		mount(pp, pp, "", unix.MS_BIND|unix.MS_REC, "hard")
+		mount("", pp, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, "hard")
+		checks = append(checks, pp)
 	}
 	points, err := mountPoints()
 	if err != nil {
-		return false, fmt.Errorf("mount view: %w", err)
+		return nil, fmt.Errorf("mount view: %w", err)
 	}
 	for _, m := range points {
-		if modes.Within(m, "/proc") || p.Protects(m) {
+		if modes.Within(m, "/proc") || p.Protects(m) || rootOf(p.WritableRoots, m) != "" {
 			continue
 		}
-		if rootOf(p.WritableRoots, m) != "" {
-			continue
+		flags, err := keptFlags(m)
+		if err != nil {
+			continue // unreachable for this uid, so unreachable for the command too
 		}
-		if err := remountReadOnly(m); err != nil {
-			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-				continue // unreachable for this uid, so unreachable for the command too
-			}
-			return false, fmt.Errorf("mount view: read-only %s: %w", m, err)
-		}
+		mount("", m, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, "skip")
 	}
 	if pidNS {
-		freshProc = unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "") == nil
+		mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "proc")
 	}
-	if err := checkMountView(p); err != nil {
-		return false, err
-	}
-	return freshProc, nil
-}
-
-// checkMountView self-tests the view: / must be read-only (unless it is a
-// writable root) and each protected path that exists must be read-only.
-func checkMountView(p modes.Policy) error {
 	if rootOf(p.WritableRoots, "/") == "" {
-		if !readOnlyMount("/") {
-			return errors.New("mount view self-test: / is still writable")
-		}
+		checks = append(checks, "/")
 	}
-	for _, pp := range p.Protected {
-		if _, err := os.Lstat(pp); err == nil && !readOnlyMount(pp) {
-			return fmt.Errorf("mount view self-test: protected %s is still writable", pp)
-		}
+	for _, c := range checks {
+		t = append(t, "ro", c)
 	}
-	return nil
+	return t, nil
 }
 
-func readOnlyMount(path string) bool {
+// keptFlags returns the mount flags of path that a remount must keep (a user
+// namespace may not clear them).
+func keptFlags(path string) (uintptr, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
-		return false
+		return 0, err
 	}
-	return st.Flags&unix.ST_RDONLY != 0
-}
-
-// remountReadOnly remounts the topmost mount at path read-only, keeping the
-// flags a user namespace is not allowed to clear.
-func remountReadOnly(path string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return err
-	}
-	flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY)
+	var flags uintptr
 	for _, f := range []struct{ st, ms uintptr }{
 		{unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV}, {unix.ST_NOEXEC, unix.MS_NOEXEC},
 		{unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME}, {unix.ST_RELATIME, unix.MS_RELATIME},
@@ -116,11 +95,7 @@ func remountReadOnly(path string) error {
 			flags |= f.ms
 		}
 	}
-	err := unix.Mount("", path, "", flags, "")
-	if err != nil && readOnlyMount(path) {
-		return nil
-	}
-	return err
+	return flags, nil
 }
 
 // mountPoints lists the distinct mount points of this mount namespace,

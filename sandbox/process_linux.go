@@ -34,55 +34,6 @@ func cloexecFrom(from int) error {
 	return nil
 }
 
-// dropCapabilities clears the bounding set (when allowed), the ambient set,
-// and the effective, permitted and inheritable sets of the calling thread.
-// After it, an execve gives no capabilities even to uid 0.
-func dropCapabilities() error {
-	last := lastCap()
-	for c := 0; c <= last; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
-			if errors.Is(err, unix.EINVAL) {
-				break
-			}
-			if !errors.Is(err, unix.EPERM) {
-				return fmt.Errorf("drop bounding capability %d: %w", c, err)
-			}
-			// EPERM: no CAP_SETPCAP, so we hold no capabilities to
-			// lose; exec cannot regain any under no_new_privs.
-			break
-		}
-	}
-	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("clear ambient capabilities: %w", err)
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capset: %w", err)
-	}
-	return nil
-}
-
-func lastCap() int {
-	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
-	if err == nil {
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			return n
-		}
-	}
-	return 63
-}
-
-// effectiveCaps returns the CapEff mask of the calling thread.
-func effectiveCaps() (uint64, error) {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return 0, err
-	}
-	return uint64(data[0].Effective) | uint64(data[1].Effective)<<32, nil
-}
-
 // childrenOf lists the direct children of this process (all threads).
 func childrenOf() []int {
 	tasks, err := os.ReadDir("/proc/self/task")

@@ -4,19 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// The runner is this binary re-executed with argv[0] runnerArg0 and
-// runnerEnv=1 in its environment; its control socket is fd 3.
+// The runner is this binary re-executed with argv[0] runnerArg0, runnerEnv=1
+// in its environment and the command as argv[1:]; its control socket is
+// fd 3 and the Landlock ruleset, when there is one, fd 4.
 const (
 	runnerArg0 = "dsh-sandbox-runner"
 	runnerEnv  = "_DSH_SANDBOX_RUNNER"
-	ctrlFD     = 3
 )
 
 // namespaces records which namespaces the runner was started in.
@@ -30,12 +29,34 @@ type namespaces struct {
 	Error string `json:"error,omitempty"` // why none could be created
 }
 
-// runnerSpec is the supervisor's first message to the runner.
-type runnerSpec struct {
-	Policy     modes.Policy `json:"policy"`
-	Args       []string     `json:"args"`
-	Namespaces namespaces   `json:"namespaces"`
-	Notify     bool         `json:"notify"`
+// runnerLayers is what the runner reports it applied.
+type runnerLayers struct {
+	MountView bool `json:"mount_view"`
+	FreshProc bool `json:"fresh_proc"`
+	Landlock  bool `json:"landlock"`
+	Seccomp   bool `json:"seccomp"`
+	Notify    bool `json:"notify"`
+}
+
+// specTokens encodes the runner's spec: NUL-separated tokens, "dsh1", then
+// key/value options, then "ops" and the mount plan (see runner_linux.c).
+func specTokens(opts [][2]string, plan []string) []byte {
+	var b []byte
+	add := func(s string) { b = append(append(b, s...), 0) }
+	add("dsh1")
+	for _, kv := range opts {
+		add(kv[0])
+		add(kv[1])
+	}
+	add("ops")
+	for _, s := range plan {
+		add(s)
+	}
+	return b
+}
+
+func sendBytes(f *os.File, b []byte) error {
+	return unix.Sendmsg(int(f.Fd()), b, nil, nil, 0)
 }
 
 // Message kinds sent by the runner.
@@ -47,12 +68,22 @@ const (
 	msgKill     = "kill"     // supervisor to runner: kill the command's tree now
 )
 
+func envWithout(env []string, name string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 type runnerMsg struct {
-	Kind        string       `json:"kind"`
-	Detail      string       `json:"detail,omitempty"`
-	Enforcement *Enforcement `json:"enforcement,omitempty"`
-	ExitCode    int          `json:"exit_code,omitempty"`
-	Signal      int          `json:"signal,omitempty"`
+	Kind     string        `json:"kind"`
+	Detail   string        `json:"detail,omitempty"`
+	Layers   *runnerLayers `json:"layers,omitempty"`
+	ExitCode int           `json:"exit_code,omitempty"`
+	Signal   int           `json:"signal,omitempty"`
 }
 
 func sendMsg(f *os.File, m any, fd int) error {

@@ -24,7 +24,6 @@ const (
 )
 
 func main() {
-	sandbox.Init()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -5,6 +5,7 @@ package landlock
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"golang.org/x/sys/unix"
 
@@ -146,27 +147,36 @@ func ForABI(p modes.Policy, v int) Ruleset {
 // Features returns what the ruleset's ABI covers.
 func (rs Ruleset) Features() Features { return rs.features }
 
-// Restrict builds the ruleset in the kernel and enforces it on the calling
-// OS thread (and everything it later starts). The caller must have set
-// no_new_privs on this thread and must keep the goroutine locked to it.
-// Any failure is returned; nothing is silently skipped except rule paths that
-// do not exist (e.g. /dev/pts in a minimal container).
-func (rs Ruleset) Restrict() error {
+// Build creates the ruleset in the kernel and returns its fd, ready for
+// landlock_restrict_self(2) in the runner. Rules bind to the inodes opened
+// here; the runner's mount view binds paths onto themselves, so they stay the
+// same inodes. Any failure is returned; nothing is silently skipped except
+// rule paths that do not exist (e.g. /dev/pts in a minimal container).
+func (rs Ruleset) Build() (*os.File, error) {
 	if rs.features.ABI < 1 {
-		return ErrUnavailable
+		return nil, ErrUnavailable
 	}
 	attr := unix.LandlockRulesetAttr{Handled_access_fs: rs.handledFS, Handled_access_net: rs.handledNet, Scoped: rs.scoped}
 	fd, err := createRuleset(&attr, rulesetAttrSize(rs.features.ABI))
 	if err != nil {
-		return fmt.Errorf("landlock_create_ruleset: %w", err)
+		return nil, fmt.Errorf("landlock_create_ruleset: %w", err)
 	}
-	defer unix.Close(fd)
+	f := os.NewFile(uintptr(fd), "landlock-ruleset")
 	for _, r := range rs.rules {
 		if err := addPathRule(fd, r, rs.handledFS); err != nil {
-			return err
+			f.Close()
+			return nil, err
 		}
 	}
-	if err := restrictSelf(fd); err != nil {
+	return f, nil
+}
+
+// RestrictSelf enforces a built ruleset on the calling OS thread. The caller
+// must have set no_new_privs and keep the goroutine locked to the thread.
+// (The runner does this in C before the Go runtime exists; this is for tests
+// and for callers that confine a thread of their own.)
+func RestrictSelf(ruleset *os.File) error {
+	if err := restrictSelf(int(ruleset.Fd())); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	return nil
@@ -197,6 +207,3 @@ func addPathRule(rulesetFD int, r rule, handled uint64) error {
 	}
 	return nil
 }
-
-// Supported reports whether this process can use Landlock right now.
-func Supported() bool { _, err := ABI(); return err == nil }

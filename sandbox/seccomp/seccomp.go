@@ -5,6 +5,8 @@ package seccomp
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
@@ -120,26 +122,30 @@ func Table(s Spec) (map[int32]Rule, error) {
 	return t, nil
 }
 
-// Load builds the filter for s and loads it on every thread of the calling
-// process (TSYNC). The caller must have set no_new_privs. With s.Notify it
-// returns the listener fd, which the caller hands to the supervisor; else -1.
-func Load(s Spec) (listener int, err error) {
+// Program returns the BPF program (an array of struct sock_filter) of the
+// filter for s. The runner loads it with seccomp(2), with
+// SECCOMP_FILTER_FLAG_NEW_LISTENER when s.Notify, after setting no_new_privs.
+func Program(s Spec) ([]byte, error) {
 	f, err := build(s)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
 	defer f.Release()
-	if err := f.Load(); err != nil {
-		return -1, fmt.Errorf("seccomp: load filter: %w", err)
-	}
-	if !s.Notify {
-		return -1, nil
-	}
-	fd, err := f.GetNotifFd()
+	// seccomp_export_bpf_mem needs libseccomp >= 2.6; export to a memfd.
+	fd, err := unix.MemfdCreate("dsh-seccomp-bpf", unix.MFD_CLOEXEC)
 	if err != nil {
-		return -1, fmt.Errorf("seccomp: notification fd: %w", err)
+		return nil, fmt.Errorf("seccomp: export filter: %w", err)
 	}
-	return int(fd), nil
+	mf := os.NewFile(uintptr(fd), "dsh-seccomp-bpf")
+	defer mf.Close()
+	if err := f.ExportBPF(mf); err != nil {
+		return nil, fmt.Errorf("seccomp: export filter: %w", err)
+	}
+	b, err := io.ReadAll(io.NewSectionReader(mf, 0, 1<<20))
+	if err != nil || len(b) == 0 || len(b)%8 != 0 {
+		return nil, fmt.Errorf("seccomp: export filter: %d bytes, %v", len(b), err)
+	}
+	return b, nil
 }
 
 func errnoAct(e unix.Errno) libseccomp.ScmpAction {

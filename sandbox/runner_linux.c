@@ -1,0 +1,412 @@
+// The sandbox runner: applies a policy prepared by the supervisor, starts the
+// command, and stays with it as its init. It runs from an ELF constructor, so
+// a runner process never starts the Go runtime (the cost of a runner is an
+// execve of this binary, not a second Go program start). See doc.go for the
+// process model and the order of the steps.
+//
+// Protocol (fd 3, SOCK_SEQPACKET): the supervisor sends a spec (NUL-separated
+// tokens) and, when confining, the seccomp BPF program; fd 4 is the Landlock
+// ruleset when there is one. The runner answers with JSON lines: listener
+// (with the seccomp listener fd), ready, fail, exit. argv[1..] is the command.
+
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CTRL_FD 3
+#define RULESET_FD 4
+#define SPEC_MAX (256 * 1024)
+#define MAX_TOKENS 8192
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+#ifndef SYS_io_uring_setup
+#define SYS_io_uring_setup 425
+#endif
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+
+static char reasons[4096];
+
+// json_str appends s to out as a JSON string literal.
+static void json_str(char *out, size_t cap, const char *s) {
+	size_t n = strlen(out);
+	if (n + 2 >= cap) return;
+	out[n++] = '"';
+	for (; *s && n + 8 < cap; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			out[n++] = '\\';
+			out[n++] = c;
+		} else if (c < 0x20 || c == 0x7f) {
+			n += snprintf(out + n, cap - n, "\\u%04x", c);
+		} else {
+			out[n++] = c;
+		}
+	}
+	out[n++] = '"';
+	out[n] = 0;
+}
+
+static int send_msg(const char *msg, int fd) {
+	struct iovec iov = {.iov_base = (void *)msg, .iov_len = strlen(msg)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	if (fd >= 0) {
+		memset(cbuf, 0, sizeof cbuf);
+		mh.msg_control = cbuf;
+		mh.msg_controllen = sizeof cbuf;
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	ssize_t r;
+	do {
+		r = sendmsg(CTRL_FD, &mh, MSG_NOSIGNAL);
+	} while (r < 0 && errno == EINTR);
+	return r < 0 ? -1 : 0;
+}
+
+// fail reports why the sandbox cannot be set up and ends the runner; the
+// command has not been started.
+static void fail(const char *fmt, ...) {
+	char detail[2048], msg[4600] = "{\"kind\":\"fail\",\"detail\":";
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof detail, fmt, ap);
+	va_end(ap);
+	json_str(msg, sizeof msg - 2, detail);
+	strcat(msg, "}");
+	send_msg(msg, -1);
+	_exit(125);
+}
+
+static void add_reason(const char *fmt, ...) {
+	char r[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r, sizeof r, fmt, ap);
+	va_end(ap);
+	if (reasons[0]) strncat(reasons, "; ", sizeof reasons - strlen(reasons) - 1);
+	strncat(reasons, r, sizeof reasons - strlen(reasons) - 1);
+}
+
+static void cloexec_from(int from) {
+	if (syscall(SYS_close_range, from, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d) return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		int fd = atoi(e->d_name);
+		if (fd >= from && fd != dirfd(d)) fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+	closedir(d);
+}
+
+static ssize_t recv_msg(char *buf, size_t cap) {
+	ssize_t n;
+	do {
+		n = recv(CTRL_FD, buf, cap, 0);
+	} while (n < 0 && errno == EINTR);
+	return n;
+}
+
+// Spec tokens.
+static char *tok[MAX_TOKENS];
+static int ntok;
+
+static int read_only(const char *path) {
+	struct statvfs st;
+	return statvfs(path, &st) == 0 && (st.f_flag & ST_RDONLY);
+}
+
+// apply_mounts runs the supervisor's mount plan. It returns 1 when the view
+// is complete, 0 when some step failed (the reason is recorded; every step is
+// a restriction or neutral, so a partial view is never looser than none).
+static int apply_mounts(int from, int *fresh_proc) {
+	int ok = 1;
+	for (int i = from; i < ntok; i++) {
+		if (strcmp(tok[i], "m") == 0 && i + 6 < ntok) {
+			const char *src = tok[i + 1], *tgt = tok[i + 2], *fs = tok[i + 3], *mode = tok[i + 5];
+			unsigned long flags = strtoul(tok[i + 4], NULL, 10);
+			i += 5;
+			if (mount(*src ? src : NULL, tgt, *fs ? fs : NULL, flags, NULL) == 0) {
+				if (strcmp(mode, "proc") == 0) *fresh_proc = 1;
+				continue;
+			}
+			int e = errno;
+			if (strcmp(mode, "proc") == 0) {
+				add_reason("no fresh /proc: %s", strerror(e));
+				continue;
+			}
+			if ((flags & MS_REMOUNT) && (flags & MS_RDONLY) && read_only(tgt)) continue;
+			if (strcmp(mode, "skip") == 0 && (e == EACCES || e == ENOENT || e == ENOTDIR)) continue;
+			add_reason("mount view: %s %s: %s", (flags & MS_REMOUNT) ? "read-only" : "bind", tgt, strerror(e));
+			return 0;
+		} else if (strcmp(tok[i], "ro") == 0 && i + 1 < ntok) {
+			i++;
+			if (!read_only(tok[i])) {
+				add_reason("mount view self-test: %s is still writable", tok[i]);
+				ok = 0;
+			}
+		}
+	}
+	return ok;
+}
+
+static void drop_capabilities(void) {
+	for (int c = 0; c <= 63; c++) {
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+			if (errno == EINVAL || errno == EPERM) break;
+			fail("drop bounding capability %d: %s", c, strerror(errno));
+		}
+	}
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		fail("clear ambient capabilities: %s", strerror(errno));
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	memset(d, 0, sizeof d);
+	if (syscall(SYS_capset, &h, d) < 0) fail("capset: %s", strerror(errno));
+	if (syscall(SYS_capget, &h, d) < 0 || d[0].effective || d[1].effective || d[0].permitted || d[1].permitted)
+		fail("capability self-test: capabilities remain after dropping them");
+}
+
+static int opt(const char *key) {
+	for (int i = 1; i + 1 < ntok && strcmp(tok[i], "ops") != 0; i += 2)
+		if (strcmp(tok[i], key) == 0) return atoi(tok[i + 1]);
+	return 0;
+}
+
+static const char *opt_str(const char *key) {
+	for (int i = 1; i + 1 < ntok && strcmp(tok[i], "ops") != 0; i += 2)
+		if (strcmp(tok[i], key) == 0) return tok[i + 1];
+	return "";
+}
+
+static pid_t child;
+static int pid1;
+
+// kill_tree kills every process left in the sandbox and reaps it.
+static void kill_tree(void) {
+	if (pid1) {
+		// Inside our pid namespace -1 means "everyone but me".
+		kill(-1, SIGKILL);
+		while (waitpid(-1, NULL, 0) > 0 || errno == EINTR) {
+		}
+		return;
+	}
+	// A child subreaper: orphans are reparented to us, so killing our
+	// children until none is left reaches the whole tree.
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+	for (int round = 0; round < 100000; round++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC), any = 0;
+		if (fd >= 0) {
+			ssize_t n = read(fd, buf, sizeof buf - 1);
+			close(fd);
+			if (n > 0) {
+				buf[n] = 0;
+				for (char *p = buf, *end; *p; p = end) {
+					long k = strtol(p, &end, 10);
+					if (end == p) break;
+					if (k > 0) {
+						kill((pid_t)k, SIGKILL);
+						any = 1;
+					}
+				}
+			}
+		}
+		pid_t r = waitpid(-1, NULL, any ? 0 : WNOHANG);
+		if (r < 0 && errno == ECHILD) return;
+		if (r == 0 && !any) {
+			// Children exist but /proc showed none (mid-exit): wait for one.
+			if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) return;
+		}
+	}
+}
+
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
+
+// supervise is the runner's init loop: forward signals to the command's
+// process group, reap orphans, kill the tree when the command's main process
+// ends (or the supervisor goes away), and report the status.
+static void supervise(int sfd) {
+	int status = 0;
+	struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN}, {.fd = CTRL_FD, .events = POLLIN}};
+	for (;;) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR) continue;
+			break;
+		}
+		if (pfd[1].revents) {
+			char m[256];
+			ssize_t n = recv_msg(m, sizeof m - 1);
+			if (n <= 0) {
+				kill_tree(); // the supervisor is gone: nothing may outlive it
+				_exit(1);
+			}
+			m[n] = 0;
+			if (strstr(m, "\"kill\"")) {
+				kill(-child, SIGKILL);
+				kill(child, SIGKILL);
+			}
+		}
+		if (pfd[0].revents) {
+			struct signalfd_siginfo si;
+			if (read(sfd, &si, sizeof si) != sizeof si) continue;
+			if (si.ssi_signo != SIGCHLD) {
+				if (kill(-child, si.ssi_signo) < 0) kill(child, si.ssi_signo);
+				continue;
+			}
+			for (;;) {
+				int st;
+				pid_t r = waitpid(-1, &st, WNOHANG);
+				if (r <= 0) break;
+				if (r == child) {
+					status = st;
+					goto done;
+				}
+			}
+		}
+	}
+done:
+	kill_tree();
+	char msg[128];
+	if (WIFSIGNALED(status))
+		snprintf(msg, sizeof msg, "{\"kind\":\"exit\",\"exit_code\":%d,\"signal\":%d}", 128 + WTERMSIG(status), WTERMSIG(status));
+	else
+		snprintf(msg, sizeof msg, "{\"kind\":\"exit\",\"exit_code\":%d}", WEXITSTATUS(status));
+	send_msg(msg, -1);
+	_exit(0);
+}
+
+static void runner_main(int argc, char **argv) {
+	static char spec[SPEC_MAX];
+	static char bpf[SPEC_MAX];
+	cloexec_from(CTRL_FD);
+	if (argc < 2) fail("runner started without a command");
+	ssize_t n = recv_msg(spec, sizeof spec - 1);
+	if (n <= 0) _exit(125);
+	spec[n] = 0;
+	for (char *p = spec; p < spec + n && ntok < MAX_TOKENS; p += strlen(p) + 1) tok[ntok++] = p;
+	if (ntok < 1 || strcmp(tok[0], "dsh1") != 0) fail("runner: bad spec");
+	int ops = 0;
+	while (ops < ntok && strcmp(tok[ops], "ops") != 0) ops++;
+
+	int confine = opt("confine"), mount_view = 0, fresh_proc = 0, landlock = 0, notify = 0;
+	if (confine) {
+		ssize_t blen = recv_msg(bpf, sizeof bpf);
+		if (blen <= 0 || blen % sizeof(struct sock_filter)) fail("runner: bad seccomp program");
+		// 1. Mount view.
+		if (opt("mountview")) {
+			char cwd[4096];
+			int have_cwd = getcwd(cwd, sizeof cwd) != NULL;
+			mount_view = apply_mounts(ops + 1, &fresh_proc);
+			// Re-enter the working directory so relative paths use the new mounts.
+			if (have_cwd && chdir(cwd) < 0) fail("chdir %s: %s", cwd, strerror(errno));
+		}
+		if (!mount_view && !opt("landlock"))
+			fail("no filesystem confinement is possible on this host (%s%s%s)", opt_str("why"), reasons[0] ? "; " : "", reasons);
+		// 2. Capabilities. 3. no_new_privs.
+		drop_capabilities();
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) fail("set no_new_privs: %s", strerror(errno));
+		// 4. Landlock, prepared by the supervisor as a ruleset fd.
+		if (opt("landlock")) {
+			if (syscall(SYS_landlock_restrict_self, RULESET_FD, 0) < 0) fail("landlock_restrict_self: %s", strerror(errno));
+			close(RULESET_FD);
+			if (opt("llselftest")) {
+				int fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC);
+				if (fd >= 0) fail("landlock self-test: a write outside the policy was allowed");
+				if (errno != EACCES) fail("landlock self-test: expected EACCES, got %s", strerror(errno));
+			}
+			landlock = 1;
+		}
+		// 5. seccomp.
+		struct sock_fprog prog = {.len = (unsigned short)(blen / sizeof(struct sock_filter)), .filter = (struct sock_filter *)bpf};
+		notify = opt("notify");
+		long lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
+		if (lfd < 0) fail("seccomp: load filter: %s", strerror(errno));
+		if (notify) {
+			if (send_msg("{\"kind\":\"listener\"}", (int)lfd) < 0) fail("pass seccomp listener: %s", strerror(errno));
+			close((int)lfd);
+		}
+		errno = 0;
+		if (syscall(SYS_io_uring_setup, 0, NULL) != -1 || errno != EPERM)
+			fail("seccomp self-test: io_uring_setup was not denied (%s)", strerror(errno));
+	}
+
+	// 7. Start the command in a new session; stay as its init.
+	pid1 = getpid() == 1;
+	if (!pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) fail("set child subreaper: %s", strerror(errno));
+	sigset_t mask, old;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&mask, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+	if (sfd < 0) fail("signalfd: %s", strerror(errno));
+	child = fork();
+	if (child < 0) fail("fork: %s", strerror(errno));
+	if (child == 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		setsid();
+		execvp(argv[1], argv + 1);
+		int e = errno;
+		dprintf(2, "dsh-sandbox-run: %s: %s\n", argv[1], strerror(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	char msg[6000];
+	snprintf(msg, sizeof msg,
+	         "{\"kind\":\"ready\",\"layers\":{\"mount_view\":%s,\"fresh_proc\":%s,\"landlock\":%s,\"seccomp\":%s,\"notify\":%s},\"detail\":",
+	         mount_view ? "true" : "false", fresh_proc ? "true" : "false", landlock ? "true" : "false",
+	         confine ? "true" : "false", notify ? "true" : "false");
+	json_str(msg, sizeof msg - 2, reasons);
+	strcat(msg, "}");
+	if (send_msg(msg, -1) < 0) {
+		kill_tree();
+		_exit(125);
+	}
+	supervise(sfd);
+}
+
+// dsh_sandbox_runner runs before the Go runtime when this process was started
+// as a runner (argv[0] "dsh-sandbox-runner" and _DSH_SANDBOX_RUNNER=1), and
+// returns at once otherwise.
+__attribute__((constructor)) static void dsh_sandbox_runner(int argc, char **argv, char **envp) {
+	(void)envp;
+	if (argc < 1 || !argv || !argv[0] || strcmp(argv[0], "dsh-sandbox-runner") != 0) return;
+	const char *m = getenv("_DSH_SANDBOX_RUNNER");
+	if (!m || strcmp(m, "1") != 0) return;
+	unsetenv("_DSH_SANDBOX_RUNNER");
+	runner_main(argc, argv);
+	_exit(125);
+}
