@@ -24,90 +24,144 @@ import (
 // once; changing it afterwards changes nothing. On kernels without Landlock
 // ABI 9 this is what keeps docker.sock, D-Bus and ssh-agent out of reach.
 func (n *notifier) connect(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
-	pid := int(req.Pid)
 	a := req.Data.Args
-	sockfd, addr, alen := int(int32(a[0])), a[1], int(uint32(a[2]))
+	pin, v, ok := n.destination(int(req.Pid), rule, a[1], int(uint32(a[2])))
+	if !ok {
+		return v
+	}
+	defer unix.Close(pin)
+	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])))
+	if !ok {
+		return v
+	}
+	defer unix.Close(sfd)
+	return errnoVerdict(unix.Connect(sfd, &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(pin)}), 0)
+}
+
+// sendto decides a sendto() with a destination address (a datagram to a
+// socket path, e.g. /dev/log): the same check as connect, and the supervisor
+// sends the bytes it read once from the target, to the pinned socket.
+func (n *notifier) sendto(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
+	a := req.Data.Args
+	pin, v, ok := n.destination(int(req.Pid), rule, a[4], int(uint32(a[5])))
+	if !ok {
+		return v
+	}
+	defer unix.Close(pin)
+	size := int(a[2])
+	if size < 0 || size > maxDatagram {
+		return verdict{errno: unix.EMSGSIZE}
+	}
+	var data []byte
+	if size > 0 {
+		var err error
+		if data, err = readBytes(int(req.Pid), a[1], size); err != nil {
+			return verdict{errno: unix.EFAULT}
+		}
+	}
+	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])))
+	if !ok {
+		return v
+	}
+	defer unix.Close(sfd)
+	sent, err := unix.SendmsgN(sfd, data, nil, &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(pin)}, int(int32(a[3]))|unix.MSG_NOSIGNAL)
+	return errnoVerdict(err, uint64(sent))
+}
+
+// maxDatagram bounds what the supervisor copies for one emulated sendto.
+const maxDatagram = 4 << 20
+
+// destination reads a socket address from the target and checks it: only a
+// pathname unix socket inside the writable roots passes, and then its socket
+// file is returned pinned (an O_PATH fd). Otherwise ok is false and v is the
+// answer (a denial with a fact for a forbidden destination).
+func (n *notifier) destination(pid int, rule seccomp.Rule, addr uint64, alen int) (pin int, v verdict, ok bool) {
 	if alen < 2 || alen > 128 {
-		return verdict{errno: unix.EINVAL}
+		return -1, verdict{errno: unix.EINVAL}, false
 	}
 	b, err := readBytes(pid, addr, alen)
 	if err != nil {
-		return verdict{errno: unix.EFAULT}
+		return -1, verdict{errno: unix.EFAULT}, false
 	}
 	switch fam := binary.LittleEndian.Uint16(b); fam {
 	case unix.AF_UNIX:
 	case unix.AF_INET, unix.AF_INET6:
-		return n.deny(rule, unix.EACCES, "", inetAddress(b))
+		return -1, n.deny(rule, unix.EACCES, "", inetAddress(b)), false
 	default:
-		return verdict{errno: unix.EINVAL}
+		return -1, verdict{errno: unix.EINVAL}, false
 	}
 	name := b[2:]
 	if len(name) == 0 {
-		return verdict{errno: unix.EINVAL}
+		return -1, verdict{errno: unix.EINVAL}, false
 	}
 	if name[0] == 0 {
 		// Abstract sockets live in the host's (or the sandbox's empty)
 		// network namespace; none may be reached without network.
-		return n.deny(rule, unix.EPERM, "", abstractName(name[1:]))
+		return -1, n.deny(rule, unix.EPERM, "", abstractName(name[1:])), false
 	}
 	if i := indexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
 	t, err := openTarget(pid)
 	if err != nil {
-		return verdict{errno: unix.EACCES}
+		return -1, verdict{errno: unix.EACCES}, false
 	}
 	defer t.close()
 	canon, err := t.resolve(unix.AT_FDCWD, string(name), true)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-			return verdict{errno: err.(unix.Errno)}
+			return -1, verdict{errno: err.(unix.Errno)}, false
 		}
-		return n.deny(rule, unix.EACCES, string(name), "")
+		return -1, n.deny(rule, unix.EACCES, string(name), ""), false
 	}
 	if modes.Within(canon, "/proc") || !n.policy.Writable(canon) {
-		return n.deny(rule, unix.EACCES, canon, "")
+		return -1, n.deny(rule, unix.EACCES, canon, ""), false
 	}
-	return emulateConnect(t, tgid(pid), sockfd, canon)
-}
-
-func emulateConnect(t *target, tgid, sockfd int, canon string) verdict {
-	pin, err := unix.Openat2(t.rootfd, rel(canon), &unix.OpenHow{
+	pin, err = unix.Openat2(t.rootfd, rel(canon), &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return verdict{errno: unix.ENOENT}
+			return -1, verdict{errno: unix.ENOENT}, false
 		}
-		return verdict{errno: unix.EACCES} // a symlink appeared after the check
+		return -1, verdict{errno: unix.EACCES}, false // a symlink appeared after the check
 	}
-	defer unix.Close(pin)
 	var st unix.Stat_t
 	if err := unix.Fstat(pin, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return verdict{errno: unix.ECONNREFUSED}
+		unix.Close(pin)
+		return -1, verdict{errno: unix.ECONNREFUSED}, false
 	}
-	pidfd, err := unix.PidfdOpen(tgid, 0)
+	return pin, verdict{}, true
+}
+
+// targetFD takes a copy of the target's fd with pidfd_getfd.
+func targetFD(tid, fd int) (int, verdict, bool) {
+	pidfd, err := unix.PidfdOpen(tgid(tid), 0)
 	if err != nil {
-		return verdict{errno: unix.EACCES}
+		return -1, verdict{errno: unix.EACCES}, false
 	}
 	defer unix.Close(pidfd)
-	sfd, err := unix.PidfdGetfd(pidfd, sockfd, 0)
+	sfd, err := unix.PidfdGetfd(pidfd, fd, 0)
 	if err != nil {
 		if errors.Is(err, unix.EBADF) {
-			return verdict{errno: unix.EBADF}
+			return -1, verdict{errno: unix.EBADF}, false
 		}
-		return verdict{errno: unix.EACCES}
+		return -1, verdict{errno: unix.EACCES}, false
 	}
-	defer unix.Close(sfd)
-	if err := unix.Connect(sfd, &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(pin)}); err != nil {
-		var e unix.Errno
-		if errors.As(err, &e) {
-			return verdict{errno: e}
-		}
-		return verdict{errno: unix.ECONNREFUSED}
+	return sfd, verdict{}, true
+}
+
+// errnoVerdict answers with err's errno, or success with val.
+func errnoVerdict(err error, val uint64) verdict {
+	if err == nil {
+		return verdict{val: val}
 	}
-	return verdict{}
+	var e unix.Errno
+	if errors.As(err, &e) {
+		return verdict{errno: e}
+	}
+	return verdict{errno: unix.EIO}
 }
 
 // inetAddress renders a sockaddr_in/sockaddr_in6 as "ip:port".

@@ -115,11 +115,18 @@ func (n *notifier) handle(req *libseccomp.ScmpNotifReq) {
 		n.respond(req, n.deny(rule, rule.Errno, "", addr))
 	case seccomp.KindSocket:
 		n.respond(req, n.deny(rule, rule.Errno, "", familyName(a[0])))
-	case seccomp.KindConnect:
+	case seccomp.KindConnect, seccomp.KindSendto:
+		// These may block (a full listen backlog or socket buffer): answer
+		// from a goroutine so other notifications keep flowing.
 		n.conns.Add(1)
 		go func() {
 			defer n.conns.Done()
-			v := n.connect(req, rule)
+			var v verdict
+			if rule.Kind == seccomp.KindConnect {
+				v = n.connect(req, rule)
+			} else {
+				v = n.sendto(req, rule)
+			}
 			if libseccomp.NotifIDValid(libseccomp.ScmpFd(n.fd), req.ID) == nil {
 				n.respond(req, v)
 			}

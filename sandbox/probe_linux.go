@@ -53,6 +53,7 @@ type ModeProbe struct {
 	Enforcement string   `json:"enforcement"`
 	Layers      []string `json:"layers"`
 	Missing     []string `json:"missing"`
+	Reasons     []string `json:"reasons,omitempty"`
 	Error       string   `json:"error,omitempty"`
 }
 
@@ -81,7 +82,7 @@ func Probe(runner, ws string) ProbeReport {
 				r.Confined = false
 			}
 		} else {
-			mp.Enforcement, mp.Layers, mp.Missing = res.Enforcement.Level, res.Enforcement.Layers, res.Enforcement.Missing
+			mp.Enforcement, mp.Layers, mp.Missing, mp.Reasons = res.Enforcement.Level, res.Enforcement.Layers, res.Enforcement.Missing, res.Enforcement.Reasons
 			if m == modes.WorkspaceWrite {
 				r.Namespaces = namespaceProbe(res.Enforcement)
 			}

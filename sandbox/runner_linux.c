@@ -155,7 +155,7 @@ static int read_only(const char *path) {
 static int apply_mounts(int from, int *fresh_proc) {
 	int ok = 1;
 	for (int i = from; i < ntok; i++) {
-		if (strcmp(tok[i], "m") == 0 && i + 6 < ntok) {
+		if (strcmp(tok[i], "m") == 0 && i + 5 < ntok) {
 			const char *src = tok[i + 1], *tgt = tok[i + 2], *fs = tok[i + 3], *mode = tok[i + 5];
 			unsigned long flags = strtoul(tok[i + 4], NULL, 10);
 			i += 5;
@@ -178,6 +178,8 @@ static int apply_mounts(int from, int *fresh_proc) {
 				add_reason("mount view self-test: %s is still writable", tok[i]);
 				ok = 0;
 			}
+		} else {
+			fail("runner: malformed mount plan at token %d (%s)", i, tok[i]);
 		}
 	}
 	return ok;

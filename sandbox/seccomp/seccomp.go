@@ -24,6 +24,9 @@ const (
 	KindSocket
 	// KindConnect: connect(); emulate for allowed unix sockets, deny the rest.
 	KindConnect
+	// KindSendto: sendto() with a destination address; emulate for allowed
+	// unix sockets, deny the rest.
+	KindSendto
 )
 
 // Rule describes one notified system call.
@@ -118,6 +121,9 @@ func Table(s Spec) (map[int32]Rule, error) {
 		if err := add("connect", Rule{Kind: KindConnect, Op: "connect", Errno: unix.EACCES}); err != nil {
 			return nil, err
 		}
+		if err := add("sendto", Rule{Kind: KindSendto, Op: "send", Errno: unix.EACCES}); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -207,6 +213,10 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 			r.masked(call, act(rule), arg, unix.O_TRUNC, unix.O_TRUNC)
 		case "socket":
 			r.notEqual(call, act(rule), 0, unix.AF_UNIX)
+		case "sendto":
+			// Only sendto with a destination; on a connected socket the
+			// destination was checked at connect.
+			r.notEqual(call, act(rule), 4, 0)
 		default:
 			if rule.Kind == KindPath && !s.Notify {
 				continue
