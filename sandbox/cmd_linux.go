@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,12 +50,12 @@ type Cmd struct {
 	// Stdin, Stdout and Stderr are given to the command as fds 0, 1 and 2;
 	// nil means /dev/null.
 	Stdin, Stdout, Stderr *os.File
-	// Runner is the binary re-executed as the runner: it must call Init
-	// first thing in main(). "" means this executable.
+	// Runner is the binary re-executed as the runner: any binary that
+	// links this package. "" means this executable.
 	Runner string
 
 	proc     *exec.Cmd
-	ns       namespaces
+	nsError  string
 	prep     *preparation
 	ctrl     *os.File
 	facts    *factLog
@@ -102,125 +103,110 @@ func (c *Cmd) Start() error {
 		return &SetupError{Detail: err.Error()}
 	}
 	defer prep.close()
+	c.prep = prep
+	err = c.startRunner(runnerPath, true)
+	var se *SetupError
+	if errors.As(err, &se) && strings.HasPrefix(se.Detail, "userns-map:") {
+		// The host let the runner create a user namespace but not map its
+		// ids into it: start a fresh runner without namespaces.
+		c.nsError = "user namespaces unusable (" + se.Detail + ")"
+		err = c.startRunner(runnerPath, false)
+	}
+	return err
+}
+
+// startRunner starts one runner and waits until the command runs or the
+// runner says why it cannot. On failure everything it started is gone.
+func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return &SetupError{Detail: fmt.Sprintf("control socket: %v", err)}
 	}
-	c.ctrl = os.NewFile(uintptr(pair[0]), "dsh-sandbox-control")
+	ctrl := os.NewFile(uintptr(pair[0]), "dsh-sandbox-control")
 	child := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
-	defer child.Close()
-
 	env := c.Env
 	if env == nil {
 		env = os.Environ()
 	}
-	env = append(envWithout(env, runnerEnv), runnerEnv+"=1")
 	extra := []*os.File{child}
-	if prep.ruleset != nil {
-		extra = append(extra, prep.ruleset)
+	if c.prep.ruleset != nil {
+		extra = append(extra, c.prep.ruleset)
 	}
-	spawn := func(ns namespaces) (*exec.Cmd, error) {
-		p := &exec.Cmd{
-			Path:        runnerPath,
-			Args:        append([]string{runnerArg0}, c.Args...),
-			Env:         env,
-			Dir:         c.Dir,
-			Stdin:       c.Stdin,
-			Stdout:      c.Stdout,
-			Stderr:      c.Stderr,
-			ExtraFiles:  extra,
-			SysProcAttr: namespaceAttr(ns),
-		}
-		return p, p.Start()
+	// No clone flags: the runner creates its namespaces itself, so this is
+	// a cheap vfork whatever the size of this process.
+	proc := &exec.Cmd{
+		Path:       runnerPath,
+		Args:       append([]string{runnerArg0}, c.Args...),
+		Env:        append(envWithout(env, runnerEnv), runnerEnv+"=1"),
+		Dir:        c.Dir,
+		Stdin:      c.Stdin,
+		Stdout:     c.Stdout,
+		Stderr:     c.Stderr,
+		ExtraFiles: extra,
 	}
-	var ns namespaces
-	if c.Policy.Mode.Confines() {
-		ns = namespaces{User: true, Mount: true, PID: true, Net: !c.Policy.Network, IPC: true, UTS: true}
-	}
-	proc, err := spawn(ns)
-	if err != nil && ns.User {
-		// User namespaces are blocked (AppArmor, container seccomp,
-		// max_user_namespaces=0): Landlock + seccomp alone must do.
-		ns = namespaces{Error: userNSError(err)}
-		proc, err = spawn(ns)
-	}
+	err = proc.Start()
+	child.Close()
 	if err != nil {
-		c.ctrl.Close()
+		ctrl.Close()
 		return &SetupError{Detail: fmt.Sprintf("cannot start the runner %s: %v", runnerPath, unwrapExecErr(err))}
 	}
-	c.proc = proc
-	c.ns = ns
-	c.prep = prep
-	c.facts = newFactLog()
-	c.done = make(chan struct{})
-
-	if c.Policy.Mode.Confines() && !ns.Mount && prep.ruleset == nil {
-		return c.abort(fmt.Sprintf("no filesystem confinement is possible on this host (%s)", joinNonEmpty("; ", ns.Error, prep.landlockErr)))
+	facts := newFactLog()
+	var n *notifier
+	abort := func(detail string) error {
+		proc.Process.Kill()
+		proc.Wait()
+		ctrl.Close()
+		if n != nil {
+			n.wait()
+		}
+		return &SetupError{Detail: detail}
 	}
-	spec, err := prep.spec(ns)
+	spec, err := c.prep.spec(userNS)
 	if err != nil {
-		return c.abort(err.Error())
+		return abort(err.Error())
 	}
-	if err := sendBytes(c.ctrl, spec); err != nil {
-		return c.abort(fmt.Sprintf("control socket: %v", err))
+	if err := sendBytes(ctrl, spec); err != nil {
+		return abort(fmt.Sprintf("control socket: %v", err))
 	}
 	if c.Policy.Mode.Confines() {
-		if err := sendBytes(c.ctrl, prep.bpf); err != nil {
-			return c.abort(fmt.Sprintf("control socket: %v", err))
+		if err := sendBytes(ctrl, c.prep.bpf); err != nil {
+			return abort(fmt.Sprintf("control socket: %v", err))
 		}
 	}
-	// Wait until the command runs, or the runner says why it cannot.
 	for {
 		var m runnerMsg
-		fd, err := recvMsg(c.ctrl, &m)
+		fd, err := recvMsg(ctrl, &m)
 		if err != nil {
-			return c.abort(c.runnerGone(err))
+			if errors.Is(err, errClosed) {
+				proc.Wait()
+				return abort(fmt.Sprintf("the sandbox runner exited before the command started (%v)", proc.ProcessState))
+			}
+			return abort(fmt.Sprintf("control socket: %v", err))
 		}
 		switch m.Kind {
 		case msgListener:
 			if fd < 0 {
-				return c.abort("runner sent no seccomp listener")
+				return abort("runner sent no seccomp listener")
 			}
-			n, err := newNotifier(fd, c.Policy, c.facts)
-			if err != nil {
-				return c.abort(err.Error())
+			if n, err = newNotifier(fd, c.Policy, facts); err != nil {
+				return abort(err.Error())
 			}
-			c.notifier = n
 			go n.run()
 		case msgFail:
-			return c.abort(m.Detail)
+			return abort(m.Detail)
 		case msgReady:
+			c.proc, c.ctrl, c.facts, c.notifier = proc, ctrl, facts, n
 			c.enf = c.assess(m)
+			c.done = make(chan struct{})
 			go c.monitor()
 			return nil
 		default:
 			if fd >= 0 {
 				unix.Close(fd)
 			}
-			return c.abort(fmt.Sprintf("unexpected runner message %q", m.Kind))
+			return abort(fmt.Sprintf("unexpected runner message %q", m.Kind))
 		}
 	}
-}
-
-// abort ends a failed setup: the runner is killed and reaped, and the error
-// is returned as a *SetupError.
-func (c *Cmd) abort(detail string) error {
-	c.proc.Process.Kill()
-	c.proc.Wait()
-	c.ctrl.Close()
-	if c.notifier != nil {
-		c.notifier.wait()
-	}
-	close(c.done)
-	return &SetupError{Detail: detail}
-}
-
-func (c *Cmd) runnerGone(err error) string {
-	if errors.Is(err, errClosed) {
-		c.proc.Wait()
-		return fmt.Sprintf("the sandbox runner exited before the command started (%v)", c.proc.ProcessState)
-	}
-	return fmt.Sprintf("control socket: %v", err)
 }
 
 // monitor collects the runner's exit message and reaps it.
@@ -324,31 +310,6 @@ func (c *Cmd) Pid() int {
 		return 0
 	}
 	return c.proc.Process.Pid
-}
-
-// namespaceAttr returns the runner's clone attributes. The caller's uid and
-// gid map to themselves, so files and `id` look the same inside; a non-root
-// runner keeps CAP_SYS_ADMIN/CAP_SETPCAP across its exec through the ambient
-// set, only until it drops every capability before the command starts.
-func namespaceAttr(ns namespaces) *syscall.SysProcAttr {
-	attr := &syscall.SysProcAttr{}
-	if !ns.User {
-		return attr
-	}
-	uid, gid := os.Geteuid(), os.Getegid()
-	attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
-	if ns.Net {
-		attr.Cloneflags |= syscall.CLONE_NEWNET
-	}
-	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	attr.GidMappingsEnableSetgroups = false
-	if uid != 0 {
-		attr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
-	}
-	// The runner is pid 1 of its namespace: its death kills the tree.
-	attr.Pdeathsig = syscall.SIGKILL
-	return attr
 }
 
 const killAskGrace = 2 * time.Second

@@ -28,7 +28,7 @@ import (
 //
 // The plan is computed here, in the supervisor, from its own mount table:
 // the runner's new mount namespace starts as a copy of it.
-func mountPlan(p modes.Policy, pidNS bool) ([]string, error) {
+func mountPlan(p modes.Policy) ([]string, error) {
 	var t []string
 	mount := func(src, tgt, fstype string, flags uintptr, mode string) {
 		t = append(t, "m", src, tgt, fstype, strconv.FormatUint(uint64(flags), 10), mode)
@@ -67,9 +67,8 @@ func mountPlan(p modes.Policy, pidNS bool) ([]string, error) {
 		}
 		mount("", m, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, "skip")
 	}
-	if pidNS {
-		mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "proc")
-	}
+	// Mounted only when the runner got a pid namespace.
+	mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "proc")
 	if rootOf(p.WritableRoots, "/") == "" {
 		checks = append(checks, "/")
 	}

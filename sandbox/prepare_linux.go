@@ -58,8 +58,9 @@ func (prep *preparation) close() {
 	}
 }
 
-// spec encodes the runner's spec for the namespaces it was started in.
-func (prep *preparation) spec(ns namespaces) ([]byte, error) {
+// spec encodes the runner's spec. With userNS the runner tries to create
+// its namespaces (falling back to none where the host refuses them).
+func (prep *preparation) spec(userNS bool) ([]byte, error) {
 	p := prep.policy
 	b := func(v bool) string {
 		if v {
@@ -67,20 +68,22 @@ func (prep *preparation) spec(ns namespaces) ([]byte, error) {
 		}
 		return "0"
 	}
+	confine := p.Mode.Confines()
 	opts := [][2]string{
-		{"confine", b(p.Mode.Confines())},
-		{"mountview", b(p.Mode.Confines() && ns.Mount)},
+		{"confine", b(confine)},
+		{"userns", b(confine && userNS)},
+		{"netns", b(!p.Network)},
 		{"landlock", b(prep.ruleset != nil)},
 		// The self-test path lies in /proc; a policy whose writable roots
 		// cover /proc (workspace "/") leaves nothing to deny there.
 		{"llselftest", b(rootOf(p.WritableRoots, "/proc") == "")},
 		{"notify", b(prep.notify)},
-		{"why", joinNonEmpty("; ", ns.Error, prep.landlockErr)},
+		{"why", prep.landlockErr},
 	}
 	var plan []string
-	if p.Mode.Confines() && ns.Mount {
+	if confine && userNS {
 		var err error
-		if plan, err = mountPlan(p, ns.PID); err != nil {
+		if plan, err = mountPlan(p); err != nil {
 			return nil, err
 		}
 	}
@@ -89,16 +92,23 @@ func (prep *preparation) spec(ns namespaces) ([]byte, error) {
 
 // assess turns the runner's ready message into the command's Enforcement.
 func (c *Cmd) assess(m runnerMsg) Enforcement {
-	l := layers{ns: c.ns}
-	if m.Layers != nil {
-		l.mountView, l.freshProc, l.seccomp, l.notify = m.Layers.MountView, m.Layers.FreshProc, m.Layers.Seccomp, m.Layers.Notify
-		if m.Layers.Landlock {
+	var l layers
+	if rl := m.Layers; rl != nil {
+		l = layers{
+			ns:        namespaces{User: rl.User, Mount: rl.Mount, PID: rl.PID, Net: rl.Net, IPC: rl.IPC, UTS: rl.UTS},
+			mountView: rl.MountView, freshProc: rl.FreshProc, seccomp: rl.Seccomp, notify: rl.Notify,
+		}
+		if rl.Landlock {
 			l.landlockABI = c.prep.abi
 		}
 	}
 	e := assess(c.Policy.Mode, l)
 	if c.Policy.Mode.Confines() {
-		for _, r := range []string{c.ns.Error, c.prep.landlockErr, m.Detail} {
+		nsErr := c.nsError
+		if m.Layers != nil && m.Layers.NSError != "" {
+			nsErr = m.Layers.NSError
+		}
+		for _, r := range []string{nsErr, c.prep.landlockErr, m.Detail} {
 			if r != "" {
 				e.Reasons = append(e.Reasons, r)
 			}

@@ -31,11 +31,18 @@ type namespaces struct {
 
 // runnerLayers is what the runner reports it applied.
 type runnerLayers struct {
-	MountView bool `json:"mount_view"`
-	FreshProc bool `json:"fresh_proc"`
-	Landlock  bool `json:"landlock"`
-	Seccomp   bool `json:"seccomp"`
-	Notify    bool `json:"notify"`
+	User      bool   `json:"user"`
+	Mount     bool   `json:"mount"`
+	PID       bool   `json:"pid"`
+	Net       bool   `json:"net"`
+	IPC       bool   `json:"ipc"`
+	UTS       bool   `json:"uts"`
+	NSError   string `json:"ns_error"`
+	MountView bool   `json:"mount_view"`
+	FreshProc bool   `json:"fresh_proc"`
+	Landlock  bool   `json:"landlock"`
+	Seccomp   bool   `json:"seccomp"`
+	Notify    bool   `json:"notify"`
 }
 
 // specTokens encodes the runner's spec: NUL-separated tokens, "dsh1", then

@@ -17,6 +17,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,6 +55,11 @@
 #endif
 
 static char reasons[4096];
+
+// Namespaces the runner created (reported in the ready message).
+static int ns_user, ns_mount, ns_pid, ns_net, ns_ipc, ns_uts;
+static char ns_error[512];
+
 
 // json_str appends s to out as a JSON string literal.
 static void json_str(char *out, size_t cap, const char *s) {
@@ -159,6 +165,7 @@ static int apply_mounts(int from, int *fresh_proc) {
 			const char *src = tok[i + 1], *tgt = tok[i + 2], *fs = tok[i + 3], *mode = tok[i + 5];
 			unsigned long flags = strtoul(tok[i + 4], NULL, 10);
 			i += 5;
+			if (strcmp(mode, "proc") == 0 && !ns_pid) continue;
 			if (mount(*src ? src : NULL, tgt, *fs ? fs : NULL, flags, NULL) == 0) {
 				if (strcmp(mode, "proc") == 0) *fresh_proc = 1;
 				continue;
@@ -311,6 +318,78 @@ done:
 	_exit(0);
 }
 
+static int write_file(const char *path, const char *data) {
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) return -1;
+	ssize_t n = write(fd, data, strlen(data));
+	int e = errno;
+	close(fd);
+	errno = e;
+	return n == (ssize_t)strlen(data) ? 0 : -1;
+}
+
+
+// enter_namespaces moves the runner into new user, mount, ipc, uts, pid (for
+// its children) and, without network, net namespaces, mapping the caller's
+// uid and gid to themselves. A host that refuses user namespaces leaves the
+// runner where it was (ns_error says why); a host that lets us create one but
+// not map our ids leaves us unusable, and the runner fails with "userns-map"
+// so the supervisor can start a fresh runner without namespaces.
+static void enter_namespaces(int want_net) {
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	if (unshare(CLONE_NEWUSER) < 0) {
+		int e = errno;
+		const char *why = e == ENOSPC ? "user.max_user_namespaces is 0 or exhausted"
+		                  : (e == EPERM || e == EACCES) ? "blocked by the host (AppArmor userns restriction, a container seccomp profile, or a sysctl)"
+		                  : e == EINVAL || e == ENOSYS ? "not supported by this kernel" : strerror(e);
+		snprintf(ns_error, sizeof ns_error, "user namespaces unavailable: %s", why);
+		return;
+	}
+	char map[64];
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	if (write_file("/proc/self/uid_map", map) < 0) fail("userns-map: uid_map: %s", strerror(errno));
+	if (write_file("/proc/self/setgroups", "deny") < 0 && errno != ENOENT) fail("userns-map: setgroups: %s", strerror(errno));
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	if (write_file("/proc/self/gid_map", map) < 0) fail("userns-map: gid_map: %s", strerror(errno));
+	ns_user = 1;
+	struct {
+		int flag, *done;
+		const char *name;
+	} more[] = {{CLONE_NEWNS, &ns_mount, "mount"}, {CLONE_NEWIPC, &ns_ipc, "ipc"}, {CLONE_NEWUTS, &ns_uts, "uts"},
+	            {CLONE_NEWPID, &ns_pid, "pid"}, {CLONE_NEWNET, &ns_net, "net"}};
+	for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+		if (more[i].flag == CLONE_NEWNET && !want_net) continue;
+		if (unshare(more[i].flag) == 0)
+			*more[i].done = 1;
+		else
+			add_reason("no %s namespace: %s", more[i].name, strerror(errno));
+	}
+}
+
+// relay is what stays of the runner when its child is pid 1 of the new pid
+// namespace: it passes signals on to that init and ends with it. If the
+// relay dies, the init's parent-death signal kills the whole namespace.
+static void relay(pid_t init) {
+	sigset_t all;
+	sigfillset(&all);
+	int sfd = signalfd(-1, &all, SFD_CLOEXEC);
+	for (;;) {
+		struct signalfd_siginfo si;
+		if (sfd < 0 || read(sfd, &si, sizeof si) != sizeof si) {
+			int st;
+			if (waitpid(init, &st, 0) == init || errno == ECHILD) _exit(0);
+			continue;
+		}
+		if (si.ssi_signo == SIGCHLD) {
+			int st;
+			if (waitpid(init, &st, WNOHANG) == init) _exit(0);
+			continue;
+		}
+		kill(init, si.ssi_signo);
+	}
+}
+
 static void runner_main(int argc, char **argv) {
 	static char spec[SPEC_MAX];
 	static char bpf[SPEC_MAX];
@@ -328,8 +407,25 @@ static void runner_main(int argc, char **argv) {
 	if (confine) {
 		ssize_t blen = recv_msg(bpf, sizeof bpf);
 		if (blen <= 0 || blen % sizeof(struct sock_filter)) fail("runner: bad seccomp program");
+		// 0. Namespaces; with a pid namespace, our child is its init and
+		// does everything below.
+		if (opt("userns")) enter_namespaces(opt("netns"));
+		if (ns_pid) {
+			sigset_t all, old;
+			sigfillset(&all);
+			sigprocmask(SIG_BLOCK, &all, &old);
+			pid_t init = fork();
+			if (init < 0) fail("fork: %s", strerror(errno));
+			if (init > 0) relay(init);
+			sigprocmask(SIG_SETMASK, &old, NULL);
+			// (The relay, outside this pid namespace, is invisible here:
+			// getppid() is 0, so a parent-death race cannot be checked
+			// that way; the control socket still ends the tree if the
+			// supervisor goes.)
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) fail("set parent-death signal: %s", strerror(errno));
+		}
 		// 1. Mount view.
-		if (opt("mountview")) {
+		if (ns_mount) {
 			char cwd[4096];
 			int have_cwd = getcwd(cwd, sizeof cwd) != NULL;
 			mount_view = apply_mounts(ops + 1, &fresh_proc);
@@ -337,7 +433,8 @@ static void runner_main(int argc, char **argv) {
 			if (have_cwd && chdir(cwd) < 0) fail("chdir %s: %s", cwd, strerror(errno));
 		}
 		if (!mount_view && !opt("landlock"))
-			fail("no filesystem confinement is possible on this host (%s%s%s)", opt_str("why"), reasons[0] ? "; " : "", reasons);
+			fail("no filesystem confinement is possible on this host (%s%s%s%s%s)", ns_error, ns_error[0] ? "; " : "",
+			     opt_str("why"), reasons[0] ? "; " : "", reasons);
 		// 2. Capabilities. 3. no_new_privs.
 		drop_capabilities();
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) fail("set no_new_privs: %s", strerror(errno));
@@ -387,10 +484,15 @@ static void runner_main(int argc, char **argv) {
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	char msg[6000];
+#define B(x) ((x) ? "true" : "false")
 	snprintf(msg, sizeof msg,
-	         "{\"kind\":\"ready\",\"layers\":{\"mount_view\":%s,\"fresh_proc\":%s,\"landlock\":%s,\"seccomp\":%s,\"notify\":%s},\"detail\":",
-	         mount_view ? "true" : "false", fresh_proc ? "true" : "false", landlock ? "true" : "false",
-	         confine ? "true" : "false", notify ? "true" : "false");
+	         "{\"kind\":\"ready\",\"layers\":{\"user\":%s,\"mount\":%s,\"pid\":%s,\"net\":%s,\"ipc\":%s,\"uts\":%s,"
+	         "\"mount_view\":%s,\"fresh_proc\":%s,\"landlock\":%s,\"seccomp\":%s,\"notify\":%s,\"ns_error\":",
+	         B(ns_user), B(ns_mount), B(ns_pid), B(ns_net), B(ns_ipc), B(ns_uts), B(mount_view), B(fresh_proc), B(landlock),
+	         B(confine), B(notify));
+#undef B
+	json_str(msg, sizeof msg - 2, ns_error);
+	strcat(msg, "},\"detail\":");
 	json_str(msg, sizeof msg - 2, reasons);
 	strcat(msg, "}");
 	if (send_msg(msg, -1) < 0) {
