@@ -2,34 +2,42 @@
 //
 // # Process model
 //
-// A supervisor (dsh-sandbox-run, or a harness linking this package) starts a
-// re-exec'd runner: the same binary, recognised by [Init], in new user,
-// mount, pid, ipc, uts and (without network) net namespaces where the host
-// allows them, and without namespaces where it does not. The runner applies
-// the policy in a fixed order, on one locked OS thread:
+// A supervisor — [Cmd], in dsh-sandbox-run or in a harness linking this
+// package — prepares everything that is policy: the Landlock ruleset (built
+// in the kernel, passed to the runner as an fd), the seccomp BPF program and
+// the mount plan. It then starts a runner: the same binary re-executed as
+// "dsh-sandbox-runner". The runner is C code run from an ELF constructor
+// (runner_linux.c), before the Go runtime starts, so any binary linking this
+// package is its own runner and a command costs no second Go start. In a
+// fixed order it:
 //
-//  1. build the mount view: root recursively read-only, writable roots bound
-//     read-write, protected paths bound read-only, their ancestors pinned,
-//     a fresh /proc for the pid namespace;
-//  2. drop every capability (bounding, ambient, effective, permitted,
+//  0. creates user, mount, ipc, uts, pid and (without network) net
+//     namespaces where the host allows them; with a pid namespace its child
+//     becomes the namespace's init and does the rest;
+//  1. builds the mount view: root recursively read-only, writable roots
+//     bound read-write, protected paths bound read-only with their ancestors
+//     pinned, a fresh /proc;
+//  2. drops every capability (bounding, ambient, effective, permitted,
 //     inheritable);
-//  3. set no_new_privs;
-//  4. enforce one Landlock ruleset and self-test it;
-//  5. load the seccomp filter (all threads), pass its user-notification
-//     listener to the supervisor, self-test it;
-//  6. mark every fd above 2 close-on-exec;
-//  7. start the command in a new session from the restricted thread.
+//  3. sets no_new_privs;
+//  4. enforces the Landlock ruleset and self-tests it;
+//  5. loads the seccomp filter, passes its user-notification listener to the
+//     supervisor, self-tests it;
+//  6. (first thing, in fact) marks every fd above 2 close-on-exec;
+//  7. starts the command in a new session.
 //
-// It then stays as a minimal init (pid 1 of the pid namespace, or a child
-// subreaper without one): it forwards signals to the command's process group,
-// reaps orphans, and when the command's main process ends it kills whatever
-// is left and reports the exit status. If the supervisor dies, the runner
-// notices the control socket closing and kills the tree.
+// It then stays as the command's init: it forwards signals to the command's
+// process group, reaps orphans, and when the command's main process ends it
+// kills whatever is left and reports the exit status. If the supervisor
+// dies, the control socket closes and the runner kills the tree.
 //
 // The supervisor answers seccomp notifications: it pre-denies what the policy
 // forbids with the errno Landlock would give and records each as a [Denial]
 // fact; Landlock, the mount view and seccomp errno rules remain the
-// enforcement. A confined mode needs seccomp and at least one filesystem layer
-// (Landlock or the mount view); without them it fails closed with a
-// [*SetupError] and the command never runs.
+// enforcement. connect() and sendto() to unix sockets are performed by the
+// supervisor itself after checking the path. A confined mode needs seccomp
+// and at least one filesystem layer (Landlock or the mount view); without
+// them it fails closed with a [*SetupError] and the command never runs.
+//
+// docs/DESIGN.md has the threat model and the layer-by-layer coverage.
 package sandbox

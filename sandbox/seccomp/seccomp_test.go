@@ -31,7 +31,7 @@ func TestTable(t *testing.T) {
 		{"linkat", KindPath, "link"}, {"truncate", KindPath, "truncate"}, {"ptrace", KindDeny, "ptrace"},
 		{"mount", KindDeny, "mount"}, {"unshare", KindDeny, "namespace"}, {"keyctl", KindDeny, "keyring"},
 		{"bpf", KindDeny, "bpf"}, {"clone", KindDeny, "namespace"}, {"ioctl", KindDeny, "ioctl"},
-		{"socket", KindSocket, "socket"}, {"connect", KindConnect, "connect"},
+		{"socket", KindSocket, "socket"}, {"connect", KindConnect, "connect"}, {"sendto", KindSendto, "send"},
 	} {
 		r, ok := o[tc.name]
 		if assert.True(t, ok, tc.name) {
@@ -44,6 +44,8 @@ func TestTable(t *testing.T) {
 	assert.False(t, ok, "network on: socket is not notified")
 	_, ok = n["connect"]
 	assert.False(t, ok, "network on: connect is not notified")
+	_, ok = n["sendto"]
+	assert.False(t, ok, "network on: sendto is not notified")
 	assert.Equal(t, unix.EACCES, o["openat"].Errno, "path denials use Landlock's errno")
 }
 
