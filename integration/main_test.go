@@ -744,17 +744,6 @@ func requireGone(t *testing.T, arg string, grace time.Duration) {
 	}
 }
 
-// waitFile polls for a file to exist.
-func waitFile(path string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for !exists(path) {
-		if time.Now().After(deadline) {
-			return errors.New("timed out waiting for " + path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
-}
 
 var confinedModes = []string{"read-only", "workspace-write"}
 var allModes = []string{"read-only", "workspace-write", "danger-full-access"}

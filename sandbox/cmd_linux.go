@@ -316,18 +316,3 @@ const killAskGrace = 2 * time.Second
 
 func afterGrace(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// userNSError explains why the runner could not get a user namespace.
-func userNSError(err error) string {
-	var why string
-	switch {
-	case errors.Is(err, unix.ENOSPC):
-		why = "user.max_user_namespaces is 0 or exhausted"
-	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		why = "blocked by the host (AppArmor userns restriction, a container seccomp profile, or a sysctl)"
-	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
-		why = "not supported by this kernel"
-	default:
-		why = unwrapExecErr(err).Error()
-	}
-	return "user namespaces unavailable: " + why
-}

@@ -124,13 +124,3 @@ func unwrapExecErr(err error) error {
 	}
 	return err
 }
-
-func joinNonEmpty(sep string, parts ...string) string {
-	var out []string
-	for _, p := range parts {
-		if p != "" {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, sep)
-}
