@@ -17,7 +17,6 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -743,7 +742,6 @@ func requireGone(t *testing.T, arg string, grace time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
 
 var confinedModes = []string{"read-only", "workspace-write"}
 var allModes = []string{"read-only", "workspace-write", "danger-full-access"}

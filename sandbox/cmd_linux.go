@@ -315,4 +315,3 @@ func (c *Cmd) Pid() int {
 const killAskGrace = 2 * time.Second
 
 func afterGrace(d time.Duration) <-chan time.Time { return time.After(d) }
-

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"strings"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
