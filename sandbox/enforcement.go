@@ -60,7 +60,7 @@ type Enforcement struct {
 
 // layers is what a runner actually applied (or a probe found possible).
 type layers struct {
-	ns          namespaces
+	ns          Namespaces
 	mountView   bool
 	freshProc   bool
 	landlockABI int

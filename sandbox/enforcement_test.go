@@ -9,7 +9,7 @@ import (
 )
 
 func TestAssess(t *testing.T) {
-	allNS := namespaces{User: true, Mount: true, PID: true, Net: true, IPC: true, UTS: true}
+	allNS := Namespaces{User: true, Mount: true, PID: true, Net: true, IPC: true, UTS: true}
 	for _, tc := range []struct {
 		name    string
 		mode    modes.Mode

@@ -94,7 +94,7 @@ func (c *Cmd) assess(m runnerMsg) Enforcement {
 	var l layers
 	if rl := m.Layers; rl != nil {
 		l = layers{
-			ns:        namespaces{User: rl.User, Mount: rl.Mount, PID: rl.PID, Net: rl.Net, IPC: rl.IPC, UTS: rl.UTS},
+			ns:        rl.Namespaces,
 			mountView: rl.MountView, freshProc: rl.FreshProc, seccomp: rl.Seccomp, notify: rl.Notify,
 		}
 		if rl.Landlock {

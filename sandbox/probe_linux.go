@@ -37,14 +37,10 @@ type SeccompProbe struct {
 	Notify    bool `json:"notify"`
 }
 
-// NamespaceProbe says which namespaces a sandbox gets on this host.
+// NamespaceProbe says which namespaces a sandbox gets on this host, and
+// why not when it gets none.
 type NamespaceProbe struct {
-	User  bool   `json:"user"`
-	Mount bool   `json:"mount"`
-	PID   bool   `json:"pid"`
-	Net   bool   `json:"net"`
-	IPC   bool   `json:"ipc"`
-	UTS   bool   `json:"uts"`
+	Namespaces
 	Error string `json:"error,omitempty"`
 }
 
@@ -97,8 +93,8 @@ func namespaceProbe(e Enforcement) NamespaceProbe {
 	for _, l := range e.Layers {
 		has[l] = true
 	}
-	np := NamespaceProbe{User: has[LayerUserNS], Mount: has[LayerMountView], PID: has[LayerPIDNS],
-		Net: has[LayerNetNS], IPC: has[LayerIPCNS], UTS: has[LayerUTSNS]}
+	np := NamespaceProbe{Namespaces: Namespaces{User: has[LayerUserNS], Mount: has[LayerMountView], PID: has[LayerPIDNS],
+		Net: has[LayerNetNS], IPC: has[LayerIPCNS], UTS: has[LayerUTSNS]}}
 	if !np.User || !np.Mount {
 		np.Error = strings.Join(e.Reasons, "; ")
 	}

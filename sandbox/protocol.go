@@ -18,25 +18,19 @@ const (
 	runnerEnv  = "_DSH_SANDBOX_RUNNER"
 )
 
-// namespaces records which namespaces the runner was started in.
-type namespaces struct {
-	User  bool   `json:"user"`
-	Mount bool   `json:"mount"`
-	PID   bool   `json:"pid"`
-	Net   bool   `json:"net"`
-	IPC   bool   `json:"ipc"`
-	UTS   bool   `json:"uts"`
-	Error string `json:"error,omitempty"` // why none could be created
+// Namespaces says which namespaces a sandboxed command runs in.
+type Namespaces struct {
+	User  bool `json:"user"`
+	Mount bool `json:"mount"`
+	PID   bool `json:"pid"`
+	Net   bool `json:"net"`
+	IPC   bool `json:"ipc"`
+	UTS   bool `json:"uts"`
 }
 
 // runnerLayers is what the runner reports it applied.
 type runnerLayers struct {
-	User      bool   `json:"user"`
-	Mount     bool   `json:"mount"`
-	PID       bool   `json:"pid"`
-	Net       bool   `json:"net"`
-	IPC       bool   `json:"ipc"`
-	UTS       bool   `json:"uts"`
+	Namespaces
 	NSError   string `json:"ns_error"`
 	MountView bool   `json:"mount_view"`
 	FreshProc bool   `json:"fresh_proc"`
