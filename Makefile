@@ -189,7 +189,7 @@ if command -v python3 >/dev/null 2>&1; then
   (cd "$outside" && exec python3 -u -m http.server --bind 127.0.0.1 0) >"$demo/http.log" 2>&1 &
   listener=$!
   for _ in $(seq 1 100); do
-    port="$(sed -n 's/.* port \([0-9][0-9]*\).*/\1/p' "$demo/http.log" | head -n1)"
+    port="$(sed -n 's/.* port \([0-9][0-9]*\).*/\1/p' "$demo/http.log" | sed -n 1p)"
     [ -n "$port" ] && break
     sleep 0.05
   done
