@@ -237,9 +237,9 @@ func (c *Cmd) monitor() {
 }
 
 // Wait waits for the command and everything it started to end, and returns
-// its Result. A runner that died without reporting the command's status
-// (e.g. it was SIGKILLed) gives a Result with ExitCode 137 and Signal SIGKILL
-// when it was killed through Kill, and an error otherwise.
+// its Result. When the runner was killed by a signal before it could report
+// the command's status (Kill, or a SIGKILL from outside), the Result carries
+// that signal; a runner that ended otherwise without a status is an error.
 func (c *Cmd) Wait() (*Result, error) {
 	if c.proc == nil || c.done == nil {
 		return nil, errors.New("sandbox: not started")
@@ -289,7 +289,7 @@ func (c *Cmd) Kill() error {
 		select {
 		case <-c.done:
 			return nil
-		case <-afterGrace(killAskGrace):
+		case <-time.After(killAskGrace):
 		}
 	}
 	return c.proc.Process.Kill()
@@ -312,6 +312,6 @@ func (c *Cmd) Pid() int {
 	return c.proc.Process.Pid
 }
 
+// killAskGrace is how long Kill lets a runner without a pid namespace kill
+// the tree itself before killing the runner.
 const killAskGrace = 2 * time.Second
-
-func afterGrace(d time.Duration) <-chan time.Time { return time.After(d) }
