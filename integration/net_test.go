@@ -222,6 +222,80 @@ func TestUnixDatagramOutsideDenied(t *testing.T) {
 	})
 }
 
+// TestUnixSendmsgOutsideDenied: sendmsg and sendmmsg carry their destination
+// inside a struct the seccomp filter cannot see; they must not reach a
+// datagram socket outside the writable roots either.
+func TestUnixSendmsgOutsideDenied(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, call := range []string{
+			`s.sendmsg([b"hi"], [], 0, %s)`,
+			`s.sendmsg([b"h", b"i"], [], 0, %s)`,
+		} {
+			t.Run(strings.Fields(call)[0], func(t *testing.T) {
+				sock := filepath.Join(id.outside(t), "dgram.sock")
+				pc, err := net.ListenPacket("unixgram", sock)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pc.Close()
+				if err := os.Chmod(sock, 0o777); err != nil {
+					t.Fatal(err)
+				}
+				ws := id.workspace(t)
+				py := "import socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); " + fmt.Sprintf(call, strconv.Quote(sock))
+				r := id.run(t, runOpts{
+					Flags: sandboxFlags("workspace-write", ws),
+					Argv:  bash(fmt.Sprintf(`python3 -c '%s'`, py)),
+					Dir:   ws,
+				})
+				requireFailed(t, r)
+				_ = pc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+				if n, _, err := pc.ReadFrom(make([]byte, 16)); err == nil {
+					t.Errorf("the outside datagram socket received %d bytes", n)
+				}
+				rep := requireReport(t, r)
+				found := false
+				for _, d := range rep.Denials {
+					found = found || (d.Op == "send" && d.target() == sock)
+				}
+				if !found {
+					t.Errorf("no send denial names %s: %v", sock, rep.Denials)
+				}
+			})
+		}
+	})
+}
+
+// TestUnixSendmsgInside: sendmsg keeps working inside the sandbox — to a
+// datagram socket in the workspace, with several buffers, and passing an fd
+// with SCM_RIGHTS over a socketpair — and records no denial.
+func TestUnixSendmsgInside(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.workspace(t)
+		script := `python3 - <<'EOF'
+import array, os, socket
+p = os.path.join(os.getcwd(), "in.sock")
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); srv.bind(p)
+cli = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+n = cli.sendmsg([b"da", b"ta"], [], 0, p)
+print(n, srv.recv(16).decode())
+a, b = socket.socketpair()
+r, w = os.pipe()
+a.sendmsg([b"fd"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
+msg, anc, _, _ = b.recvmsg(16, socket.CMSG_SPACE(4))
+fd = array.array("i", anc[0][2])[0]
+os.write(fd, b"passed")
+print(msg.decode(), os.read(r, 16).decode())
+EOF`
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash(script), Dir: ws})
+		requireExit(t, r, 0)
+		if got := strings.Fields(r.Stdout); strings.Join(got, " ") != "4 data fd passed" {
+			t.Errorf("stdout = %q, want \"4 data\" and \"fd passed\"", r.Stdout)
+		}
+		requireNoDenials(t, r)
+	})
+}
+
 // TestUnixSocketsInsideWorkspace: a unix socket the command creates in the
 // workspace works (server and client in one command), and so does connecting
 // to a listener the host put inside the workspace.

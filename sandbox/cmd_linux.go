@@ -152,6 +152,9 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	}
 	facts := newFactLog()
 	var n *notifier
+	// The process that loads the seccomp filter: the runner, or the init of
+	// its pid namespace when it made one.
+	confined := proc.Process.Pid
 	abort := func(detail string) error {
 		proc.Process.Kill()
 		proc.Wait()
@@ -183,15 +186,24 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			}
 			return abort(fmt.Sprintf("control socket: %v", err))
 		}
+		if fd >= 0 {
+			unix.Close(fd) // the runner never passes descriptors
+		}
 		switch m.Kind {
+		case msgInit:
+			confined = m.Pid
 		case msgListener:
-			if fd < 0 {
-				return abort("runner sent no seccomp listener")
+			lfd, v, ok := targetFD(confined, m.FD)
+			if !ok {
+				return abort(fmt.Sprintf("cannot take the seccomp listener from the runner: %v", v.errno))
 			}
-			if n, err = newNotifier(fd, c.Policy, facts); err != nil {
+			if n, err = newNotifier(lfd, c.Policy, facts); err != nil {
 				return abort(err.Error())
 			}
 			go n.run()
+			if err := sendMsg(ctrl, runnerMsg{Kind: msgAck}, -1); err != nil {
+				return abort(fmt.Sprintf("control socket: %v", err))
+			}
 		case msgFail:
 			return abort(m.Detail)
 		case msgReady:
@@ -201,9 +213,6 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			go c.monitor()
 			return nil
 		default:
-			if fd >= 0 {
-				unix.Close(fd)
-			}
 			return abort(fmt.Sprintf("unexpected runner message %q", m.Kind))
 		}
 	}

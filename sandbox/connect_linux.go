@@ -114,6 +114,11 @@ func (n *notifier) destination(pid int, rule seccomp.Rule, addr uint64, alen int
 		}
 		return -1, n.deny(rule, unix.EACCES, string(name), ""), false
 	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(t.rootfd, rel(canon), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		// No such socket: an ordinary failure, not a denial.
+		return -1, errnoVerdict(err, 0), false
+	}
 	if modes.Within(canon, "/proc") || !n.policy.Writable(canon) {
 		return -1, n.deny(rule, unix.EACCES, canon, ""), false
 	}
@@ -127,7 +132,6 @@ func (n *notifier) destination(pid int, rule seccomp.Rule, addr uint64, alen int
 		}
 		return -1, verdict{errno: unix.EACCES}, false // a symlink appeared after the check
 	}
-	var st unix.Stat_t
 	if err := unix.Fstat(pin, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		unix.Close(pin)
 		return -1, verdict{errno: unix.ECONNREFUSED}, false

@@ -21,8 +21,8 @@
 //     inheritable);
 //  3. sets no_new_privs;
 //  4. enforces the Landlock ruleset and self-tests it;
-//  5. loads the seccomp filter, passes its user-notification listener to the
-//     supervisor, self-tests it;
+//  5. loads the seccomp filter, lets the supervisor take its
+//     user-notification listener (pidfd_getfd), self-tests it;
 //  6. (first thing, in fact) marks every fd above 2 close-on-exec;
 //  7. starts the command in a new session.
 //
@@ -34,8 +34,8 @@
 // The supervisor answers seccomp notifications: it pre-denies what the policy
 // forbids with the errno Landlock would give and records each as a [Denial]
 // fact; Landlock, the mount view and seccomp errno rules remain the
-// enforcement. connect() and sendto() to unix sockets are performed by the
-// supervisor itself after checking the path. A confined mode needs seccomp
+// enforcement. connect(), sendto(), sendmsg() and sendmmsg() on unix sockets
+// are performed by the supervisor itself after checking the destination. A confined mode needs seccomp
 // and at least one filesystem layer (Landlock or the mount view); without
 // them it fails closed with a [*SetupError] and the command never runs.
 //

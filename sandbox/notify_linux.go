@@ -115,17 +115,22 @@ func (n *notifier) handle(req *libseccomp.ScmpNotifReq) {
 		n.respond(req, n.deny(rule, rule.Errno, "", addr))
 	case seccomp.KindSocket:
 		n.respond(req, n.deny(rule, rule.Errno, "", familyName(a[0])))
-	case seccomp.KindConnect, seccomp.KindSendto:
+	case seccomp.KindConnect, seccomp.KindSendto, seccomp.KindSendmsg:
 		// These may block (a full listen backlog or socket buffer): answer
 		// from a goroutine so other notifications keep flowing.
 		n.conns.Add(1)
 		go func() {
 			defer n.conns.Done()
 			var v verdict
-			if rule.Kind == seccomp.KindConnect {
+			switch {
+			case rule.Kind == seccomp.KindConnect:
 				v = n.connect(req, rule)
-			} else {
+			case rule.Kind == seccomp.KindSendto:
 				v = n.sendto(req, rule)
+			case rule.Name == "sendmmsg":
+				v = n.sendmmsg(req, rule)
+			default:
+				v = n.sendmsg(req, rule)
 			}
 			if libseccomp.NotifIDValid(libseccomp.ScmpFd(n.fd), req.ID) == nil {
 				n.respond(req, v)

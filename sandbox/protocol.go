@@ -62,7 +62,9 @@ func sendBytes(f *os.File, b []byte) error {
 
 // Message kinds sent by the runner.
 const (
-	msgListener = "listener" // carries the seccomp listener fd (SCM_RIGHTS)
+	msgInit     = "init"     // the pid-namespace init's pid, seen from outside
+	msgListener = "listener" // the seccomp listener's fd number in the runner
+	msgAck      = "ack"      // supervisor to runner: the listener was taken
 	msgReady    = "ready"    // the command started
 	msgFail     = "fail"     // the sandbox could not be set up; nothing ran
 	msgExit     = "exit"     // the command ended
@@ -85,6 +87,8 @@ type runnerMsg struct {
 	Layers   *runnerLayers `json:"layers,omitempty"`
 	ExitCode int           `json:"exit_code,omitempty"`
 	Signal   int           `json:"signal,omitempty"`
+	Pid      int           `json:"pid,omitempty"`
+	FD       int           `json:"fd,omitempty"`
 }
 
 func sendMsg(f *os.File, m any, fd int) error {

@@ -81,23 +81,15 @@ static void json_str(char *out, size_t cap, const char *s) {
 	out[n] = 0;
 }
 
-static int send_msg(const char *msg, int fd) {
-	struct iovec iov = {.iov_base = (void *)msg, .iov_len = strlen(msg)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	if (fd >= 0) {
-		memset(cbuf, 0, sizeof cbuf);
-		mh.msg_control = cbuf;
-		mh.msg_controllen = sizeof cbuf;
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
+// send_msg sends one control message. It uses send(2) (sendto without an
+// address), which the seccomp filter does not route to the supervisor:
+// sendmsg is always routed there, and the listener itself travels through
+// this socket. Descriptors never travel this way; the supervisor takes them
+// with pidfd_getfd.
+static int send_msg(const char *msg) {
 	ssize_t r;
 	do {
-		r = sendmsg(CTRL_FD, &mh, MSG_NOSIGNAL);
+		r = send(CTRL_FD, msg, strlen(msg), MSG_NOSIGNAL);
 	} while (r < 0 && errno == EINTR);
 	return r < 0 ? -1 : 0;
 }
@@ -112,7 +104,7 @@ static void fail(const char *fmt, ...) {
 	va_end(ap);
 	json_str(msg, sizeof msg - 2, detail);
 	strcat(msg, "}");
-	send_msg(msg, -1);
+	send_msg(msg);
 	_exit(125);
 }
 
@@ -314,7 +306,7 @@ done:
 		snprintf(msg, sizeof msg, "{\"kind\":\"exit\",\"exit_code\":%d,\"signal\":%d}", 128 + WTERMSIG(status), WTERMSIG(status));
 	else
 		snprintf(msg, sizeof msg, "{\"kind\":\"exit\",\"exit_code\":%d}", WEXITSTATUS(status));
-	send_msg(msg, -1);
+	send_msg(msg);
 	_exit(0);
 }
 
@@ -414,9 +406,25 @@ static void runner_main(int argc, char **argv) {
 			sigset_t all, old;
 			sigfillset(&all);
 			sigprocmask(SIG_BLOCK, &all, &old);
+			// The supervisor learns the init's pid (as seen from outside)
+			// before the init says anything: the init waits on gate.
+			int gate[2];
+			if (pipe2(gate, O_CLOEXEC) < 0) fail("pipe: %s", strerror(errno));
 			pid_t init = fork();
 			if (init < 0) fail("fork: %s", strerror(errno));
-			if (init > 0) relay(init);
+			if (init > 0) {
+				char im[64];
+				snprintf(im, sizeof im, "{\"kind\":\"init\",\"pid\":%d}", (int)init);
+				send_msg(im);
+				close(gate[1]);
+				close(gate[0]);
+				relay(init);
+			}
+			close(gate[1]);
+			char c;
+			while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
+			}
+			close(gate[0]);
 			sigprocmask(SIG_SETMASK, &old, NULL);
 			// (The relay, outside this pid namespace, is invisible here:
 			// getppid() is 0, so a parent-death race cannot be checked
@@ -455,7 +463,13 @@ static void runner_main(int argc, char **argv) {
 		long lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
 		if (lfd < 0) fail("seccomp: load filter: %s", strerror(errno));
 		if (notify) {
-			if (send_msg("{\"kind\":\"listener\"}", (int)lfd) < 0) fail("pass seccomp listener: %s", strerror(errno));
+			// The supervisor takes the listener with pidfd_getfd and
+			// acknowledges; only then may it be closed here.
+			char lm[64], ack[64];
+			snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":%ld}", lfd);
+			if (send_msg(lm) < 0) fail("pass seccomp listener: %s", strerror(errno));
+			ssize_t an = recv_msg(ack, sizeof ack - 1);
+			if (an <= 0) _exit(125);
 			close((int)lfd);
 		}
 		errno = 0;
@@ -495,7 +509,7 @@ static void runner_main(int argc, char **argv) {
 	strcat(msg, "},\"detail\":");
 	json_str(msg, sizeof msg - 2, reasons);
 	strcat(msg, "}");
-	if (send_msg(msg, -1) < 0) {
+	if (send_msg(msg) < 0) {
 		kill_tree();
 		_exit(125);
 	}

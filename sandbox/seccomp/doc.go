@@ -13,12 +13,12 @@
 //     creation, keyring, bpf, perf, userfaultfd, kexec, modules, TIOCSTI...
 //     If the supervisor is gone the kernel answers ENOSYS: still denied.
 //   - Path and socket rules route write-like filesystem calls, non-unix
-//     socket(), connect() and sendto() with a destination to the supervisor,
-//     which pre-denies what the policy forbids (with Landlock's errno) and
-//     lets the rest continue to the kernel, where Landlock and the mount view
-//     remain the enforcement. connect() and sendto() are never continued: the
-//     supervisor performs them (see package sandbox), because a continued
-//     call could be raced.
+//     socket(), connect(), sendto() with a destination, sendmsg() and
+//     sendmmsg() to the supervisor, which pre-denies what the policy forbids
+//     (with Landlock's errno) and lets the rest continue to the kernel, where
+//     Landlock and the mount view remain the enforcement. The socket calls
+//     are never continued: the supervisor performs them (see package
+//     sandbox), because a continued call could be raced.
 //
 // Integer arguments are compared under a 32-bit mask, and "deny unless equal"
 // rules fail safe against garbage upper bits. Foreign architectures (32-bit

@@ -27,6 +27,9 @@ const (
 	// KindSendto: sendto() with a destination address; emulate for allowed
 	// unix sockets, deny the rest.
 	KindSendto
+	// KindSendmsg: sendmsg()/sendmmsg(); always emulated (their destination
+	// is out of the filter's sight).
+	KindSendmsg
 )
 
 // Rule describes one notified system call.
@@ -121,8 +124,14 @@ func Table(s Spec) (map[int32]Rule, error) {
 		if err := add("connect", Rule{Kind: KindConnect, Op: "connect", Errno: unix.EACCES}); err != nil {
 			return nil, err
 		}
-		if err := add("sendto", Rule{Kind: KindSendto, Op: "send", Errno: unix.EACCES}); err != nil {
-			return nil, err
+		for _, n := range []string{"sendto", "sendmsg", "sendmmsg"} {
+			k := KindSendto
+			if n != "sendto" {
+				k = KindSendmsg
+			}
+			if err := add(n, Rule{Kind: k, Op: "send", Errno: unix.EACCES}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return t, nil

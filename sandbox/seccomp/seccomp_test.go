@@ -32,6 +32,7 @@ func TestTable(t *testing.T) {
 		{"mount", KindDeny, "mount"}, {"unshare", KindDeny, "namespace"}, {"keyctl", KindDeny, "keyring"},
 		{"bpf", KindDeny, "bpf"}, {"clone", KindDeny, "namespace"}, {"ioctl", KindDeny, "ioctl"},
 		{"socket", KindSocket, "socket"}, {"connect", KindConnect, "connect"}, {"sendto", KindSendto, "send"},
+		{"sendmsg", KindSendmsg, "send"}, {"sendmmsg", KindSendmsg, "send"},
 	} {
 		r, ok := o[tc.name]
 		if assert.True(t, ok, tc.name) {

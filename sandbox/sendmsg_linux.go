@@ -1,0 +1,209 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"encoding/binary"
+	"strconv"
+	"unsafe"
+
+	libseccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
+)
+
+// sendmsg and sendmmsg carry their destination inside a struct the filter
+// cannot look into, and a check followed by a continued call could be raced
+// (the target rewrites msg_name in between). So, while the network is off,
+// the supervisor performs every sendmsg itself: it reads the message once —
+// destination, data, control — checks a destination like connect's, takes
+// copies of the socket and of any SCM_RIGHTS fds with pidfd_getfd, and sends.
+// What the kernel then acts on is only what the supervisor read and checked.
+
+// Limits on what one emulated message may carry.
+const (
+	maxIovecs  = 1024
+	maxControl = 64 << 10
+)
+
+// msghdr field offsets (struct msghdr on 64-bit Linux, 56 bytes).
+const (
+	msghdrSize    = 56
+	mmsghdrSize   = 64
+	offName       = 0
+	offNamelen    = 8
+	offIov        = 16
+	offIovlen     = 24
+	offControl    = 32
+	offControllen = 40
+)
+
+func (n *notifier) sendmsg(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
+	a := req.Data.Args
+	sent, v, ok := n.sendOne(req, rule, int(int32(a[0])), a[1], int(int32(a[2])))
+	if !ok {
+		return v
+	}
+	return verdict{val: uint64(sent)}
+}
+
+// sendmmsg sends the vector one message at a time, writing each msg_len back
+// into the target, and returns how many were sent, like the kernel.
+func (n *notifier) sendmmsg(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
+	a := req.Data.Args
+	vec, vlen, flags := a[1], int(uint32(a[2])), int(int32(a[3]))
+	if vlen > 1024 {
+		vlen = 1024
+	}
+	done := 0
+	for i := 0; i < vlen; i++ {
+		hdr := vec + uint64(i*mmsghdrSize)
+		sent, v, ok := n.sendOne(req, rule, int(int32(a[0])), hdr, flags)
+		if !ok {
+			if done == 0 {
+				return v
+			}
+			break
+		}
+		var buf [4]byte
+		binary.LittleEndian.PutUint32(buf[:], uint32(sent))
+		if err := writeBytes(int(req.Pid), hdr+msghdrSize, buf[:]); err != nil {
+			break
+		}
+		done++
+	}
+	return verdict{val: uint64(done)}
+}
+
+// sendOne performs one struct msghdr at hdr for the target.
+func (n *notifier) sendOne(req *libseccomp.ScmpNotifReq, rule seccomp.Rule, sockfd int, hdr uint64, flags int) (int, verdict, bool) {
+	pid := int(req.Pid)
+	h, err := readBytes(pid, hdr, msghdrSize)
+	if err != nil {
+		return 0, verdict{errno: unix.EFAULT}, false
+	}
+	le := binary.LittleEndian
+	name, namelen := le.Uint64(h[offName:]), int(le.Uint32(h[offNamelen:]))
+	iov, iovlen := le.Uint64(h[offIov:]), int(le.Uint64(h[offIovlen:]))
+	ctl, ctllen := le.Uint64(h[offControl:]), int(le.Uint64(h[offControllen:]))
+	if iovlen < 0 || iovlen > maxIovecs || ctllen < 0 || ctllen > maxControl {
+		return 0, verdict{errno: unix.EMSGSIZE}, false
+	}
+
+	var msg unix.Msghdr
+	var sa unix.RawSockaddrUnix
+	if name != 0 && namelen > 0 {
+		pin, v, ok := n.destination(pid, rule, name, namelen)
+		if !ok {
+			return 0, v, false
+		}
+		defer unix.Close(pin)
+		sa.Family = unix.AF_UNIX
+		path := "/proc/self/fd/" + strconv.Itoa(pin)
+		for i := 0; i < len(path); i++ {
+			sa.Path[i] = int8(path[i])
+		}
+		msg.Name = (*byte)(unsafe.Pointer(&sa))
+		msg.Namelen = uint32(2 + len(path) + 1)
+	}
+
+	var data []byte
+	if iovlen > 0 {
+		vecs, err := readBytes(pid, iov, iovlen*16)
+		if err != nil {
+			return 0, verdict{errno: unix.EFAULT}, false
+		}
+		for i := 0; i < iovlen; i++ {
+			base, l := le.Uint64(vecs[i*16:]), int(le.Uint64(vecs[i*16+8:]))
+			if l == 0 {
+				continue
+			}
+			if l < 0 || len(data)+l > maxDatagram {
+				return 0, verdict{errno: unix.EMSGSIZE}, false
+			}
+			b, err := readBytes(pid, base, l)
+			if err != nil {
+				return 0, verdict{errno: unix.EFAULT}, false
+			}
+			data = append(data, b...)
+		}
+	}
+
+	var oob []byte
+	var passed []int
+	defer func() {
+		for _, fd := range passed {
+			unix.Close(fd)
+		}
+	}()
+	if ctl != 0 && ctllen > 0 {
+		raw, err := readBytes(pid, ctl, ctllen)
+		if err != nil {
+			return 0, verdict{errno: unix.EFAULT}, false
+		}
+		cmsgs, err := unix.ParseSocketControlMessage(raw)
+		if err != nil {
+			return 0, verdict{errno: unix.EINVAL}, false
+		}
+		for _, c := range cmsgs {
+			if c.Header.Level == unix.SOL_SOCKET && c.Header.Type == unix.SCM_RIGHTS {
+				var fds []int
+				for i := 0; i+4 <= len(c.Data); i += 4 {
+					fd, v, ok := targetFD(pid, int(int32(le.Uint32(c.Data[i:]))))
+					if !ok {
+						return 0, v, false
+					}
+					passed = append(passed, fd)
+					fds = append(fds, fd)
+				}
+				oob = append(oob, unix.UnixRights(fds...)...)
+				continue
+			}
+			oob = append(oob, cmsg(c.Header.Level, c.Header.Type, c.Data)...)
+		}
+	}
+
+	sfd, v, ok := targetFD(pid, sockfd)
+	if !ok {
+		return 0, v, false
+	}
+	defer unix.Close(sfd)
+	var iovec unix.Iovec
+	if len(data) > 0 {
+		iovec.Base = &data[0]
+		iovec.SetLen(len(data))
+		msg.Iov = &iovec
+		msg.SetIovlen(1)
+	}
+	if len(oob) > 0 {
+		msg.Control = &oob[0]
+		msg.SetControllen(len(oob))
+	}
+	r, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(sfd), uintptr(unsafe.Pointer(&msg)), uintptr(flags|unix.MSG_NOSIGNAL))
+	if e != 0 {
+		if e == unix.EPIPE && flags&unix.MSG_NOSIGNAL == 0 {
+			// The kernel would have raised SIGPIPE in the sender.
+			unix.Tgkill(tgid(pid), pid, unix.SIGPIPE)
+		}
+		return 0, verdict{errno: e}, false
+	}
+	return int(r), verdict{}, true
+}
+
+// cmsg encodes one control message.
+func cmsg(level, typ int32, data []byte) []byte {
+	b := make([]byte, unix.CmsgSpace(len(data)))
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = level, typ
+	h.SetLen(unix.CmsgLen(len(data)))
+	copy(b[unix.CmsgLen(0):], data)
+	return b
+}
+
+// writeBytes writes b into the target's memory at addr.
+func writeBytes(pid int, addr uint64, b []byte) error {
+	_, err := unix.ProcessVMWritev(pid, []unix.Iovec{{Base: &b[0], Len: uint64(len(b))}},
+		[]unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}, 0)
+	return err
+}
