@@ -5,6 +5,8 @@ package sandbox
 import (
 	"errors"
 	"os"
+
+	"golang.org/x/sys/unix"
 	"os/exec"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
@@ -33,7 +35,9 @@ func prepare(p modes.Policy) (*preparation, error) {
 	if !seccomp.Supported() {
 		return nil, errors.New("seccomp filtering is not available on this host")
 	}
-	prep.notify = seccomp.NotifySupported()
+	// The supervisor takes the listener, and performs socket calls, with
+	// pidfd_getfd (5.6): without it, no user notification.
+	prep.notify = seccomp.NotifySupported() && pidfdGetfdSupported()
 	bpf, err := seccomp.Program(seccomp.Spec{Network: p.Network, Notify: prep.notify})
 	if err != nil {
 		return nil, err
@@ -122,4 +126,19 @@ func unwrapExecErr(err error) error {
 		return ee.Err
 	}
 	return err
+}
+
+// pidfdGetfdSupported reports whether pidfd_open and pidfd_getfd work here.
+func pidfdGetfdSupported() bool {
+	pidfd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(pidfd)
+	fd, err := unix.PidfdGetfd(pidfd, pidfd, 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
