@@ -54,7 +54,8 @@ type Cmd struct {
 	// links this package. "" means this executable.
 	Runner string
 
-	proc     *exec.Cmd
+	proc     *os.Process
+	state    *os.ProcessState
 	nsError  string
 	prep     *preparation
 	ctrl     *os.File
@@ -118,45 +119,17 @@ func (c *Cmd) Start() error {
 // startRunner starts one runner and waits until the command runs or the
 // runner says why it cannot. On failure everything it started is gone.
 func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	proc, ctrl, err := c.spawnRunner(runnerPath)
 	if err != nil {
-		return &SetupError{Detail: fmt.Sprintf("control socket: %v", err)}
-	}
-	ctrl := os.NewFile(uintptr(pair[0]), "dsh-sandbox-control")
-	child := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
-	env := c.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	extra := []*os.File{child}
-	if c.prep.ruleset != nil {
-		extra = append(extra, c.prep.ruleset)
-	}
-	// No clone flags: the runner creates its namespaces itself, so this is
-	// a cheap vfork whatever the size of this process.
-	proc := &exec.Cmd{
-		Path:       runnerPath,
-		Args:       append([]string{runnerArg0}, c.Args...),
-		Env:        append(envWithout(env, runnerEnv), runnerEnv+"=1"),
-		Dir:        c.Dir,
-		Stdin:      c.Stdin,
-		Stdout:     c.Stdout,
-		Stderr:     c.Stderr,
-		ExtraFiles: extra,
-	}
-	err = proc.Start()
-	child.Close()
-	if err != nil {
-		ctrl.Close()
-		return &SetupError{Detail: fmt.Sprintf("cannot start the runner %s: %v", runnerPath, unwrapExecErr(err))}
+		return err
 	}
 	facts := newFactLog()
 	var n *notifier
 	// The process that loads the seccomp filter: the runner, or the init of
 	// its pid namespace when it made one.
-	confined := proc.Process.Pid
+	confined := proc.Pid
 	abort := func(detail string) error {
-		proc.Process.Kill()
+		proc.Kill()
 		proc.Wait()
 		ctrl.Close()
 		if n != nil {
@@ -168,11 +141,15 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	if err != nil {
 		return abort(err.Error())
 	}
-	if err := sendBytes(ctrl, spec); err != nil {
+	if err := sendBytes(ctrl, spec, nil); err != nil {
 		return abort(fmt.Sprintf("control socket: %v", err))
 	}
 	if c.Policy.Mode.Confines() {
-		if err := sendBytes(ctrl, c.prep.bpf); err != nil {
+		var rights []byte
+		if c.prep.ruleset != nil {
+			rights = unix.UnixRights(int(c.prep.ruleset.Fd()))
+		}
+		if err := sendBytes(ctrl, c.prep.bpf, rights); err != nil {
 			return abort(fmt.Sprintf("control socket: %v", err))
 		}
 	}
@@ -181,8 +158,8 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		fd, err := recvMsg(ctrl, &m)
 		if err != nil {
 			if errors.Is(err, errClosed) {
-				proc.Wait()
-				return abort(fmt.Sprintf("the sandbox runner exited before the command started (%v)", proc.ProcessState))
+				st, _ := proc.Wait()
+				return abort(fmt.Sprintf("the sandbox runner exited before the command started (%v)", st))
 			}
 			return abort(fmt.Sprintf("control socket: %v", err))
 		}
@@ -238,7 +215,7 @@ func (c *Cmd) monitor() {
 			c.lost = &SetupError{Detail: m.Detail}
 		}
 	}
-	c.proc.Wait()
+	c.state, _ = c.proc.Wait()
 	c.ctrl.Close()
 	if c.notifier != nil {
 		c.notifier.wait()
@@ -263,12 +240,15 @@ func (c *Cmd) Wait() (*Result, error) {
 			c.waitErr = c.lost
 			return
 		default:
-			ws, _ := c.proc.ProcessState.Sys().(syscall.WaitStatus)
+			var ws syscall.WaitStatus
+			if c.state != nil {
+				ws, _ = c.state.Sys().(syscall.WaitStatus)
+			}
 			if ws.Signaled() {
 				r.Signal = ws.Signal()
 				r.ExitCode = 128 + int(r.Signal)
 			} else {
-				c.waitErr = fmt.Errorf("sandbox: the runner ended without the command's status (%v)", c.proc.ProcessState)
+				c.waitErr = fmt.Errorf("sandbox: the runner ended without the command's status (%v)", c.state)
 				return
 			}
 		}
@@ -280,17 +260,17 @@ func (c *Cmd) Wait() (*Result, error) {
 // Signal sends sig to the runner, which forwards it to the command's
 // process group.
 func (c *Cmd) Signal(sig os.Signal) error {
-	if c.proc == nil || c.proc.Process == nil {
+	if c.proc == nil {
 		return errors.New("sandbox: not started")
 	}
-	return c.proc.Process.Signal(sig)
+	return c.proc.Signal(sig)
 }
 
 // Kill ends the command and every process it started, at once. In a pid
 // namespace killing the runner (its init) is enough; otherwise the runner is
 // asked to kill its descendants first, then killed.
 func (c *Cmd) Kill() error {
-	if c.proc == nil || c.proc.Process == nil {
+	if c.proc == nil {
 		return errors.New("sandbox: not started")
 	}
 	if !c.Policy.Mode.Confines() || !c.enfHas(LayerPIDNS) {
@@ -301,7 +281,7 @@ func (c *Cmd) Kill() error {
 		case <-time.After(killAskGrace):
 		}
 	}
-	return c.proc.Process.Kill()
+	return c.proc.Kill()
 }
 
 func (c *Cmd) enfHas(layer string) bool {
@@ -315,12 +295,47 @@ func (c *Cmd) enfHas(layer string) bool {
 
 // Pid is the runner's process id.
 func (c *Cmd) Pid() int {
-	if c.proc == nil || c.proc.Process == nil {
+	if c.proc == nil {
 		return 0
 	}
-	return c.proc.Process.Pid
+	return c.proc.Pid
 }
 
 // killAskGrace is how long Kill lets a runner without a pid namespace kill
 // the tree itself before killing the runner.
 const killAskGrace = 2 * time.Second
+
+// spawnRunner re-executes runnerPath as a runner with the command as its
+// argv. No clone flags: the runner creates its namespaces itself, so this is
+// a cheap vfork whatever the size of this process.
+func (c *Cmd) spawnRunner(runnerPath string) (*os.Process, *os.File, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, &SetupError{Detail: fmt.Sprintf("control socket: %v", err)}
+	}
+	// The spec carries the mount plan, one entry per mount point: let it
+	// be as large as the host allows (the kernel caps this at wmem_max).
+	unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+	ctrl := os.NewFile(uintptr(pair[0]), "dsh-sandbox-control")
+	child := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
+	defer child.Close()
+	env := c.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	proc := &exec.Cmd{
+		Path:       runnerPath,
+		Args:       append([]string{runnerArg0}, c.Args...),
+		Env:        append(envWithout(env, runnerEnv), runnerEnv+"=1"),
+		Dir:        c.Dir,
+		Stdin:      c.Stdin,
+		Stdout:     c.Stdout,
+		Stderr:     c.Stderr,
+		ExtraFiles: []*os.File{child},
+	}
+	if err := proc.Start(); err != nil {
+		ctrl.Close()
+		return nil, nil, &SetupError{Detail: fmt.Sprintf("cannot start the runner %s: %v", runnerPath, unwrapExecErr(err))}
+	}
+	return proc.Process, ctrl, nil
+}

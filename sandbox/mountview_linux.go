@@ -65,7 +65,7 @@ func mountPlan(p modes.Policy) ([]string, error) {
 		if err != nil {
 			continue // unreachable for this uid, so unreachable for the command too
 		}
-		mount("", m, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, "skip")
+		t = append(t, "r", m, strconv.FormatUint(uint64(flags), 10))
 	}
 	// Mounted only when the runner got a pid namespace.
 	mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "proc")

@@ -30,6 +30,11 @@ func parsePlan(t *testing.T, toks []string) (ops []planOp, checks []string) {
 			require.NoError(t, err)
 			ops = append(ops, planOp{toks[i+1], toks[i+2], toks[i+3], f, toks[i+5]})
 			i += 5
+		case "r":
+			f, err := strconv.ParseUint(toks[i+2], 10, 64)
+			require.NoError(t, err)
+			ops = append(ops, planOp{"", toks[i+1], "", unix.MS_REMOUNT | unix.MS_BIND | unix.MS_RDONLY | f, "skip"})
+			i += 2
 		case "ro":
 			checks = append(checks, toks[i+1])
 			i++

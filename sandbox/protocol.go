@@ -12,7 +12,7 @@ import (
 
 // The runner is this binary re-executed with argv[0] runnerArg0, runnerEnv=1
 // in its environment and the command as argv[1:]; its control socket is
-// fd 3 and the Landlock ruleset, when there is one, fd 4.
+// fd 3. The Landlock ruleset fd travels with the seccomp program (SCM_RIGHTS).
 const (
 	runnerArg0 = "dsh-sandbox-runner"
 	runnerEnv  = "_DSH_SANDBOX_RUNNER"
@@ -56,8 +56,9 @@ func specTokens(opts [][2]string, plan []string) []byte {
 	return b
 }
 
-func sendBytes(f *os.File, b []byte) error {
-	return unix.Sendmsg(int(f.Fd()), b, nil, nil, 0)
+// sendBytes sends one message, with oob (e.g. unix.UnixRights) attached.
+func sendBytes(f *os.File, b, oob []byte) error {
+	return unix.Sendmsg(int(f.Fd()), b, oob, nil, 0)
 }
 
 // Message kinds sent by the runner.

@@ -5,9 +5,11 @@
 // process model and the order of the steps.
 //
 // Protocol (fd 3, SOCK_SEQPACKET): the supervisor sends a spec (NUL-separated
-// tokens) and, when confining, the seccomp BPF program; fd 4 is the Landlock
-// ruleset when there is one. The runner answers with JSON lines: listener
-// (with the seccomp listener fd), ready, fail, exit. argv[1..] is the command.
+// tokens) and, when confining, the seccomp BPF program with the Landlock
+// ruleset fd attached. The runner answers with JSON messages: init (the pid
+// namespace's init pid), listener (its fd number, taken by the supervisor
+// with pidfd_getfd, then "ack"), ready, fail, exit. The command is argv[1..].
+
 
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -33,9 +35,8 @@
 #include <unistd.h>
 
 #define CTRL_FD 3
-#define RULESET_FD 4
-#define SPEC_MAX (256 * 1024)
-#define MAX_TOKENS 8192
+#define SPEC_MAX (1024 * 1024)
+#define MAX_TOKENS 65536
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -170,6 +171,17 @@ static int apply_mounts(int from, int *fresh_proc) {
 			if ((flags & MS_REMOUNT) && (flags & MS_RDONLY) && read_only(tgt)) continue;
 			if (strcmp(mode, "skip") == 0 && (e == EACCES || e == ENOENT || e == ENOTDIR)) continue;
 			add_reason("mount view: %s %s: %s", (flags & MS_REMOUNT) ? "read-only" : "bind", tgt, strerror(e));
+			return 0;
+		} else if (strcmp(tok[i], "r") == 0 && i + 2 < ntok) {
+			// Remount a mount point read-only (flags: what it must keep);
+			// tolerant of mounts this uid cannot reach.
+			const char *tgt = tok[i + 1];
+			unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | strtoul(tok[i + 2], NULL, 10);
+			i += 2;
+			if (mount(NULL, tgt, NULL, flags, NULL) == 0 || read_only(tgt)) continue;
+			int e = errno;
+			if (e == EACCES || e == ENOENT || e == ENOTDIR) continue;
+			add_reason("mount view: read-only %s: %s", tgt, strerror(e));
 			return 0;
 		} else if (strcmp(tok[i], "ro") == 0 && i + 1 < ntok) {
 			i++;
@@ -382,56 +394,80 @@ static void relay(pid_t init) {
 	}
 }
 
-static void runner_main(int argc, char **argv) {
+// recv_bpf receives the seccomp program, with the Landlock ruleset fd
+// attached (SCM_RIGHTS) when there is one.
+static ssize_t recv_bpf(char *buf, size_t cap, int *ruleset) {
+	struct iovec iov = {.iov_base = buf, .iov_len = cap};
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	ssize_t n;
+	do {
+		n = recvmsg(CTRL_FD, &mh, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	*ruleset = -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(ruleset, CMSG_DATA(c), sizeof(int));
+	return n;
+}
+
+// setup_namespaces is step 0. With a pid namespace it forks the namespace's
+// init and returns in it; the runner itself stays outside as a relay.
+static void setup_namespaces(int want_net) {
+	enter_namespaces(want_net);
+	if (!ns_pid) return;
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	// The supervisor learns the init's pid (as seen from outside) before
+	// the init says anything: the init waits on gate.
+	int gate[2];
+	if (pipe2(gate, O_CLOEXEC) < 0) fail("pipe: %s", strerror(errno));
+	pid_t init = fork();
+	if (init < 0) fail("fork: %s", strerror(errno));
+	if (init > 0) {
+		char im[64];
+		snprintf(im, sizeof im, "{\"kind\":\"init\",\"pid\":%d}", (int)init);
+		send_msg(im);
+		close(gate[1]);
+		close(gate[0]);
+		relay(init);
+	}
+	close(gate[1]);
+	char c;
+	while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
+	}
+	close(gate[0]);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	// (The relay, outside this pid namespace, is invisible here: getppid()
+	// is 0, so a parent-death race cannot be checked that way; the control
+	// socket still ends the tree if the supervisor goes.)
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) fail("set parent-death signal: %s", strerror(errno));
+}
+
+static void runner_main(char **argv) {
 	static char spec[SPEC_MAX];
 	static char bpf[SPEC_MAX];
-	cloexec_from(CTRL_FD);
-	if (argc < 2) fail("runner started without a command");
 	ssize_t n = recv_msg(spec, sizeof spec - 1);
 	if (n <= 0) _exit(125);
 	spec[n] = 0;
-	for (char *p = spec; p < spec + n && ntok < MAX_TOKENS; p += strlen(p) + 1) tok[ntok++] = p;
+	for (char *p = spec; p < spec + n; p += strlen(p) + 1) {
+		if (ntok == MAX_TOKENS) fail("runner: spec has too many tokens");
+		tok[ntok++] = p;
+	}
 	if (ntok < 1 || strcmp(tok[0], "dsh1") != 0) fail("runner: bad spec");
 	int ops = 0;
 	while (ops < ntok && strcmp(tok[ops], "ops") != 0) ops++;
+	char **cmd = argv + 1;
+	if (!cmd[0]) fail("runner: no command");
 
-	int confine = opt("confine"), mount_view = 0, fresh_proc = 0, landlock = 0, notify = 0;
+	int confine = opt("confine"), mount_view = 0, fresh_proc = 0, landlock = 0, notify = 0, ruleset = -1;
 	if (confine) {
-		ssize_t blen = recv_msg(bpf, sizeof bpf);
+		ssize_t blen = recv_bpf(bpf, sizeof bpf, &ruleset);
 		if (blen <= 0 || blen % sizeof(struct sock_filter)) fail("runner: bad seccomp program");
-		// 0. Namespaces; with a pid namespace, our child is its init and
-		// does everything below.
-		if (opt("userns")) enter_namespaces(opt("netns"));
-		if (ns_pid) {
-			sigset_t all, old;
-			sigfillset(&all);
-			sigprocmask(SIG_BLOCK, &all, &old);
-			// The supervisor learns the init's pid (as seen from outside)
-			// before the init says anything: the init waits on gate.
-			int gate[2];
-			if (pipe2(gate, O_CLOEXEC) < 0) fail("pipe: %s", strerror(errno));
-			pid_t init = fork();
-			if (init < 0) fail("fork: %s", strerror(errno));
-			if (init > 0) {
-				char im[64];
-				snprintf(im, sizeof im, "{\"kind\":\"init\",\"pid\":%d}", (int)init);
-				send_msg(im);
-				close(gate[1]);
-				close(gate[0]);
-				relay(init);
-			}
-			close(gate[1]);
-			char c;
-			while (read(gate[0], &c, 1) < 0 && errno == EINTR) {
-			}
-			close(gate[0]);
-			sigprocmask(SIG_SETMASK, &old, NULL);
-			// (The relay, outside this pid namespace, is invisible here:
-			// getppid() is 0, so a parent-death race cannot be checked
-			// that way; the control socket still ends the tree if the
-			// supervisor goes.)
-			if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) fail("set parent-death signal: %s", strerror(errno));
-		}
+		if (opt("landlock") && ruleset < 0) fail("runner: no Landlock ruleset");
+		// 0. Namespaces.
+		if (opt("userns")) setup_namespaces(opt("netns"));
 		// 1. Mount view.
 		if (ns_mount) {
 			char cwd[4096];
@@ -448,8 +484,8 @@ static void runner_main(int argc, char **argv) {
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) fail("set no_new_privs: %s", strerror(errno));
 		// 4. Landlock, prepared by the supervisor as a ruleset fd.
 		if (opt("landlock")) {
-			if (syscall(SYS_landlock_restrict_self, RULESET_FD, 0) < 0) fail("landlock_restrict_self: %s", strerror(errno));
-			close(RULESET_FD);
+			if (syscall(SYS_landlock_restrict_self, ruleset, 0) < 0) fail("landlock_restrict_self: %s", strerror(errno));
+			close(ruleset);
 			if (opt("llselftest")) {
 				int fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC);
 				if (fd >= 0) fail("landlock self-test: a write outside the policy was allowed");
@@ -492,9 +528,9 @@ static void runner_main(int argc, char **argv) {
 	if (child == 0) {
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		setsid();
-		execvp(argv[1], argv + 1);
+		execvp(cmd[0], cmd);
 		int e = errno;
-		dprintf(2, "dsh-sandbox-run: %s: %s\n", argv[1], strerror(e));
+		dprintf(2, "dsh-sandbox-run: %s: %s\n", cmd[0], strerror(e));
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	char msg[6000];
@@ -525,6 +561,7 @@ __attribute__((constructor)) static void dsh_sandbox_runner(int argc, char **arg
 	const char *m = getenv("_DSH_SANDBOX_RUNNER");
 	if (!m || strcmp(m, "1") != 0) return;
 	unsetenv("_DSH_SANDBOX_RUNNER");
-	runner_main(argc, argv);
+	cloexec_from(CTRL_FD);
+	runner_main(argv);
 	_exit(125);
 }
