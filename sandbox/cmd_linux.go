@@ -170,9 +170,13 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		case msgInit:
 			confined = m.Pid
 		case msgListener:
-			lfd, v, ok := targetFD(confined, m.FD)
+			lfd, v, ok := targetFD(confined, m.FD, nil)
 			if !ok {
 				return abort(fmt.Sprintf("cannot take the seccomp listener from the runner: %v", v.errno))
+			}
+			if link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", lfd)); link != "anon_inode:seccomp notify" {
+				unix.Close(lfd)
+				return abort(fmt.Sprintf("the runner's fd %d is not a seccomp listener (%q)", m.FD, link))
 			}
 			if n, err = newNotifier(lfd, c.Policy, facts); err != nil {
 				return abort(err.Error())

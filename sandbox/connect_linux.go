@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"strconv"
 
-	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
@@ -23,14 +22,14 @@ import (
 // symlinks, and connects through /proc/self/fd. The target's memory is read
 // once; changing it afterwards changes nothing. On kernels without Landlock
 // ABI 9 this is what keeps docker.sock, D-Bus and ssh-agent out of reach.
-func (n *notifier) connect(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
-	a := req.Data.Args
-	pin, v, ok := n.destination(int(req.Pid), rule, a[1], int(uint32(a[2])))
+func (n *notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
+	a := req.Args
+	pin, v, ok := n.destination(req, rule, a[1], int(uint32(a[2])))
 	if !ok {
 		return v
 	}
 	defer unix.Close(pin)
-	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])))
+	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])), n.pending(req))
 	if !ok {
 		return v
 	}
@@ -41,9 +40,9 @@ func (n *notifier) connect(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verd
 // sendto decides a sendto() with a destination address (a datagram to a
 // socket path, e.g. /dev/log): the same check as connect, and the supervisor
 // sends the bytes it read once from the target, to the pinned socket.
-func (n *notifier) sendto(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
-	a := req.Data.Args
-	pin, v, ok := n.destination(int(req.Pid), rule, a[4], int(uint32(a[5])))
+func (n *notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
+	a := req.Args
+	pin, v, ok := n.destination(req, rule, a[4], int(uint32(a[5])))
 	if !ok {
 		return v
 	}
@@ -59,7 +58,7 @@ func (n *notifier) sendto(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdi
 			return verdict{errno: unix.EFAULT}
 		}
 	}
-	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])))
+	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])), n.pending(req))
 	if !ok {
 		return v
 	}
@@ -75,7 +74,8 @@ const maxDatagram = 4 << 20
 // pathname unix socket inside the writable roots passes, and then its socket
 // file is returned pinned (an O_PATH fd). Otherwise ok is false and v is the
 // answer (a denial with a fact for a forbidden destination).
-func (n *notifier) destination(pid int, rule seccomp.Rule, addr uint64, alen int) (pin int, v verdict, ok bool) {
+func (n *notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint64, alen int) (pin int, v verdict, ok bool) {
+	pid := int(req.Pid)
 	if alen < 2 || alen > 128 {
 		return -1, verdict{errno: unix.EINVAL}, false
 	}
@@ -102,11 +102,10 @@ func (n *notifier) destination(pid int, rule seccomp.Rule, addr uint64, alen int
 	if i := indexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
-	t, err := openTarget(pid)
+	t, err := n.target(req)
 	if err != nil {
 		return -1, verdict{errno: unix.EACCES}, false
 	}
-	defer t.close()
 	canon, err := t.resolve(unix.AT_FDCWD, string(name), true)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
@@ -139,13 +138,20 @@ func (n *notifier) destination(pid int, rule seccomp.Rule, addr uint64, alen int
 	return pin, verdict{}, true
 }
 
-// targetFD takes a copy of the target's fd with pidfd_getfd.
-func targetFD(tid, fd int) (int, verdict, bool) {
+// targetFD takes a copy of fd from the process of thread tid with
+// pidfd_getfd. still, when not nil, must report that the process is still
+// the one that made the notification: it is asked after the pidfd is open,
+// so a pid reused in between (the target died) can never hand us another
+// process's descriptor.
+func targetFD(tid, fd int, still func() bool) (int, verdict, bool) {
 	pidfd, err := unix.PidfdOpen(tgid(tid), 0)
 	if err != nil {
 		return -1, verdict{errno: unix.EACCES}, false
 	}
 	defer unix.Close(pidfd)
+	if still != nil && !still() {
+		return -1, verdict{errno: unix.ESRCH}, false
+	}
 	sfd, err := unix.PidfdGetfd(pidfd, fd, 0)
 	if err != nil {
 		if errors.Is(err, unix.EBADF) {
@@ -154,6 +160,11 @@ func targetFD(tid, fd int) (int, verdict, bool) {
 		return -1, verdict{errno: unix.EACCES}, false
 	}
 	return sfd, verdict{}, true
+}
+
+// pending returns a check that req is still waiting for its answer.
+func (n *notifier) pending(req *seccomp.Notif) func() bool {
+	return func() bool { return seccomp.Valid(n.fd, req.ID) }
 }
 
 // errnoVerdict answers with err's errno, or success with val.

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
@@ -23,6 +22,8 @@ import (
 // target cannot swap the address after the check.
 type notifier struct {
 	fd     int
+	rootMu sync.Mutex
+	rootfd int // the sandbox's root, opened from the first notifying process
 	table  map[int32]seccomp.Rule
 	policy modes.Policy
 	facts  *factLog
@@ -36,13 +37,19 @@ func newNotifier(fd int, p modes.Policy, facts *factLog) (*notifier, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &notifier{fd: fd, table: table, policy: p, facts: facts, done: make(chan struct{})}, nil
+	return &notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: facts, done: make(chan struct{})}, nil
 }
 
 // run serves notifications until every process holding the filter is gone.
 func (n *notifier) run() {
 	defer close(n.done)
 	defer unix.Close(n.fd)
+	defer func() {
+		if n.rootfd >= 0 {
+			unix.Close(n.rootfd)
+		}
+	}()
+	seccomp.SetSyncWakeup(n.fd)
 	fds := []unix.PollFd{{Fd: int32(n.fd), Events: unix.POLLIN}}
 	for {
 		fds[0].Revents = 0
@@ -55,10 +62,10 @@ func (n *notifier) run() {
 		if fds[0].Revents&unix.POLLIN == 0 {
 			break // POLLHUP: no task uses the filter any more
 		}
-		req, err := libseccomp.NotifReceive(libseccomp.ScmpFd(n.fd))
-		if err != nil {
-			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINTR) {
-				continue // the target died or was interrupted
+		req := new(seccomp.Notif)
+		if err := seccomp.Receive(n.fd, req); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // the target died before we read its notification
 			}
 			break
 		}
@@ -83,29 +90,33 @@ func (n *notifier) deny(rule seccomp.Rule, errno unix.Errno, path, addr string) 
 	return verdict{errno: errno, fact: &Denial{Op: rule.Op, Path: path, Address: addr, Syscall: rule.Name, Errno: errnoName(errno)}}
 }
 
-func (n *notifier) respond(req *libseccomp.ScmpNotifReq, v verdict) {
-	if v.fact != nil {
-		n.facts.add(*v.fact)
-	}
-	resp := &libseccomp.ScmpNotifResp{ID: req.ID}
+// respond answers a notification and records its fact. A process blocked in
+// a notified call cannot be reaped, so its pid cannot have been reused while
+// it waited; if it died (and the pid was reused) before we answered, the
+// answer fails, and the fact — possibly read from the wrong process — is
+// dropped with it.
+func (n *notifier) respond(req *seccomp.Notif, v verdict) {
+	var err error
 	switch {
 	case v.cont:
-		resp.Flags = libseccomp.NotifRespFlagContinue
+		err = seccomp.Continue(n.fd, req.ID)
 	case v.errno != 0:
-		resp.Error = int32(v.errno)
+		err = seccomp.Fail(n.fd, req.ID, v.errno)
 	default:
-		resp.Val = v.val
+		err = seccomp.Return(n.fd, req.ID, int64(v.val))
 	}
-	libseccomp.NotifRespond(libseccomp.ScmpFd(n.fd), resp)
+	if err == nil && v.fact != nil {
+		n.facts.add(*v.fact)
+	}
 }
 
-func (n *notifier) handle(req *libseccomp.ScmpNotifReq) {
-	rule, ok := n.table[int32(req.Data.Syscall)]
+func (n *notifier) handle(req *seccomp.Notif) {
+	rule, ok := n.table[req.Nr]
 	if !ok {
 		n.respond(req, verdict{errno: unix.ENOSYS})
 		return
 	}
-	a := req.Data.Args
+	a := req.Args
 	switch rule.Kind {
 	case seccomp.KindDeny:
 		addr := ""
@@ -132,18 +143,10 @@ func (n *notifier) handle(req *libseccomp.ScmpNotifReq) {
 			default:
 				v = n.sendmsg(req, rule)
 			}
-			if libseccomp.NotifIDValid(libseccomp.ScmpFd(n.fd), req.ID) == nil {
-				n.respond(req, v)
-			}
+			n.respond(req, v)
 		}()
 	case seccomp.KindPath:
-		v := n.pathVerdict(req, rule)
-		// Only answer a notification that is still pending: the pid we
-		// read memory and /proc from must not have been reused.
-		if libseccomp.NotifIDValid(libseccomp.ScmpFd(n.fd), req.ID) != nil {
-			return
-		}
-		n.respond(req, v)
+		n.respond(req, n.pathVerdict(req, rule))
 	}
 }
 
@@ -156,8 +159,8 @@ type pathArg struct {
 }
 
 // pathVerdict judges a write-like filesystem call against the policy.
-func (n *notifier) pathVerdict(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
-	a := req.Data.Args
+func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
+	a := req.Args
 	cwd := int32(unix.AT_FDCWD)
 	var args []pathArg
 	errno := rule.Errno
@@ -205,11 +208,10 @@ func (n *notifier) pathVerdict(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) 
 		return allow()
 	}
 
-	t, err := openTarget(int(req.Pid))
+	t, err := n.target(req)
 	if err != nil {
 		return allow()
 	}
-	defer t.close()
 	resolved := make([]string, len(args))
 	for i, pa := range args {
 		p, err := readString(int(req.Pid), pa.addr, unix.PathMax)
@@ -295,4 +297,24 @@ func ioctlName(req uint64) string {
 // abstractName renders an abstract unix socket name as "@name".
 func abstractName(b []byte) string {
 	return "@" + strings.TrimRight(string(b), "\x00")
+}
+
+// target returns the process of a notification. The sandbox's root is opened
+// once, from a process whose notification is still pending (so the pid was
+// not reused).
+func (n *notifier) target(req *seccomp.Notif) (*target, error) {
+	n.rootMu.Lock()
+	defer n.rootMu.Unlock()
+	if n.rootfd < 0 {
+		fd, err := openRoot(int(req.Pid))
+		if err != nil {
+			return nil, err
+		}
+		if !seccomp.Valid(n.fd, req.ID) {
+			unix.Close(fd)
+			return nil, unix.ESRCH
+		}
+		n.rootfd = fd
+	}
+	return &target{pid: int(req.Pid), rootfd: n.rootfd}, nil
 }

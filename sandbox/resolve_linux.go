@@ -19,23 +19,28 @@ import (
 var errUnsure = errors.New("path cannot be resolved from outside")
 
 // target is a process stopped in a notified system call, seen from the
-// supervisor: its host pid, its pid inside its own pid namespace, and its
-// root directory (which resolves through the target's mount namespace).
+// supervisor: its host pid, and the sandbox's root directory (which resolves
+// through the sandbox's mount namespace). Every process of a sandbox has the
+// same root — chroot, pivot_root, mount and unshare are denied — so the
+// notifier opens it once.
 type target struct {
 	pid    int
-	nspid  int
+	nspid  int // its pid inside its own pid namespace; 0 until needed
 	rootfd int
 }
 
-func openTarget(pid int) (*target, error) {
-	fd, err := unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	return &target{pid: pid, nspid: nsPID(pid), rootfd: fd}, nil
+// openRoot opens the root directory of process pid.
+func openRoot(pid int) (int, error) {
+	return unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
 
-func (t *target) close() { unix.Close(t.rootfd) }
+// selfPID returns the target's pid as its own /proc/self names it.
+func (t *target) selfPID() int {
+	if t.nspid == 0 {
+		t.nspid = nsPID(t.pid)
+	}
+	return t.nspid
+}
 
 // nsPID returns the innermost pid of host pid (the last NSpid field).
 func nsPID(pid int) int {
@@ -121,7 +126,7 @@ func (t *target) resolve(dirfd int32, p string, follow bool) (string, error) {
 		}
 		next := path.Join(cur, c)
 		if next == "/proc/self" || next == "/proc/thread-self" {
-			next = "/proc/" + strconv.Itoa(t.nspid)
+			next = "/proc/" + strconv.Itoa(t.selfPID())
 		}
 		last := isLast(comps, i)
 		if last && !follow {

@@ -25,9 +25,10 @@ func TestResolveOwnProcess(t *testing.T) {
 	require.NoError(t, os.Chdir(dir))
 	t.Cleanup(func() { os.Chdir(wd) })
 
-	tg, err := openTarget(os.Getpid())
+	rootfd, err := openRoot(os.Getpid())
 	require.NoError(t, err)
-	defer tg.close()
+	defer unix.Close(rootfd)
+	tg := &target{pid: os.Getpid(), rootfd: rootfd}
 	for _, tc := range []struct {
 		p      string
 		follow bool

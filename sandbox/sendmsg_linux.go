@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"unsafe"
 
-	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
@@ -39,8 +38,8 @@ const (
 	offControllen = 40
 )
 
-func (n *notifier) sendmsg(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
-	a := req.Data.Args
+func (n *notifier) sendmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
+	a := req.Args
 	sent, v, ok := n.sendOne(req, rule, int(int32(a[0])), a[1], int(int32(a[2])))
 	if !ok {
 		return v
@@ -50,8 +49,8 @@ func (n *notifier) sendmsg(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verd
 
 // sendmmsg sends the vector one message at a time, writing each msg_len back
 // into the target, and returns how many were sent, like the kernel.
-func (n *notifier) sendmmsg(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) verdict {
-	a := req.Data.Args
+func (n *notifier) sendmmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
+	a := req.Args
 	vec, vlen, flags := a[1], int(uint32(a[2])), int(int32(a[3]))
 	if vlen > 1024 {
 		vlen = 1024
@@ -77,7 +76,7 @@ func (n *notifier) sendmmsg(req *libseccomp.ScmpNotifReq, rule seccomp.Rule) ver
 }
 
 // sendOne performs one struct msghdr at hdr for the target.
-func (n *notifier) sendOne(req *libseccomp.ScmpNotifReq, rule seccomp.Rule, sockfd int, hdr uint64, flags int) (int, verdict, bool) {
+func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hdr uint64, flags int) (int, verdict, bool) {
 	pid := int(req.Pid)
 	h, err := readBytes(pid, hdr, msghdrSize)
 	if err != nil {
@@ -94,7 +93,7 @@ func (n *notifier) sendOne(req *libseccomp.ScmpNotifReq, rule seccomp.Rule, sock
 	var msg unix.Msghdr
 	var sa unix.RawSockaddrUnix
 	if name != 0 && namelen > 0 {
-		pin, v, ok := n.destination(pid, rule, name, namelen)
+		pin, v, ok := n.destination(req, rule, name, namelen)
 		if !ok {
 			return 0, v, false
 		}
@@ -150,7 +149,7 @@ func (n *notifier) sendOne(req *libseccomp.ScmpNotifReq, rule seccomp.Rule, sock
 			if c.Header.Level == unix.SOL_SOCKET && c.Header.Type == unix.SCM_RIGHTS {
 				var fds []int
 				for i := 0; i+4 <= len(c.Data); i += 4 {
-					fd, v, ok := targetFD(pid, int(int32(le.Uint32(c.Data[i:]))))
+					fd, v, ok := targetFD(pid, int(int32(le.Uint32(c.Data[i:]))), n.pending(req))
 					if !ok {
 						return 0, v, false
 					}
@@ -164,7 +163,7 @@ func (n *notifier) sendOne(req *libseccomp.ScmpNotifReq, rule seccomp.Rule, sock
 		}
 	}
 
-	sfd, v, ok := targetFD(pid, sockfd)
+	sfd, v, ok := targetFD(pid, sockfd, n.pending(req))
 	if !ok {
 		return 0, v, false
 	}
