@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
@@ -82,14 +81,4 @@ func (l *factLog) list() []Denial {
 		out = append(out, *l.byKey[k])
 	}
 	return out
-}
-
-// SortDenials orders denials by op, then target; handy for stable output.
-func SortDenials(ds []Denial) {
-	sort.SliceStable(ds, func(i, j int) bool {
-		if ds[i].Op != ds[j].Op {
-			return ds[i].Op < ds[j].Op
-		}
-		return ds[i].Target() < ds[j].Target()
-	})
 }

@@ -132,10 +132,10 @@ func ForABI(p modes.Policy, v int) Ruleset {
 		rs.scoped |= unix.LANDLOCK_SCOPE_SIGNAL
 	}
 	rs.rules = append(rs.rules, rule{"/", fsRead})
-	for _, d := range modes.DeviceSinks {
+	for _, d := range modes.DeviceSinks() {
 		rs.rules = append(rs.rules, rule{d, fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE})
 	}
-	for _, d := range modes.TerminalDevices {
+	for _, d := range modes.TerminalDevices() {
 		rs.rules = append(rs.rules, rule{d, (fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE) | unix.LANDLOCK_ACCESS_FS_READ_DIR})
 	}
 	for _, r := range p.WritableRoots {
@@ -169,17 +169,6 @@ func (rs Ruleset) Build() (*os.File, error) {
 		}
 	}
 	return f, nil
-}
-
-// RestrictSelf enforces a built ruleset on the calling OS thread. The caller
-// must have set no_new_privs and keep the goroutine locked to the thread.
-// (The runner does this in C before the Go runtime exists; this is for tests
-// and for callers that confine a thread of their own.)
-func RestrictSelf(ruleset *os.File) error {
-	if err := restrictSelf(int(ruleset.Fd())); err != nil {
-		return fmt.Errorf("landlock_restrict_self: %w", err)
-	}
-	return nil
 }
 
 func addPathRule(rulesetFD int, r rule, handled uint64) error {

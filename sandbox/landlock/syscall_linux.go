@@ -8,7 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The three Landlock system calls, thread-scoped. go-landlock's syscall
+// The Landlock system calls the supervisor makes (the runner, in C, makes
+// landlock_restrict_self). go-landlock's syscall
 // package is not used because it links libpsx (which wraps pthread_create in
 // a cgo binary) for process-wide enforcement this project does not need.
 
@@ -45,14 +46,6 @@ func createRuleset(attr *unix.LandlockRulesetAttr, size uintptr) (int, error) {
 func addPathBeneath(rulesetFD int, attr *unix.LandlockPathBeneathAttr) error {
 	_, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rulesetFD), unix.LANDLOCK_RULE_PATH_BENEATH,
 		uintptr(unsafe.Pointer(attr)), 0, 0, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
-
-func restrictSelf(rulesetFD int) error {
-	_, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rulesetFD), 0, 0)
 	if e != 0 {
 		return e
 	}

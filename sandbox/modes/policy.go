@@ -10,16 +10,17 @@ import (
 	"strings"
 )
 
-// DeviceSinks are writable in every confined mode.
-var DeviceSinks = []string{"/dev/null", "/dev/zero", "/dev/full"}
+// DeviceSinks returns the devices writable in every confined mode.
+func DeviceSinks() []string { return []string{"/dev/null", "/dev/zero", "/dev/full"} }
 
-// TerminalDevices are readable and writable in every confined mode so that
-// interactive programs keep working; /dev/pts is a directory of ptys.
-var TerminalDevices = []string{"/dev/tty", "/dev/ptmx", "/dev/pts"}
+// TerminalDevices returns the terminal devices readable and writable in every
+// confined mode, so that interactive programs keep working; /dev/pts is a
+// directory of ptys.
+func TerminalDevices() []string { return []string{"/dev/tty", "/dev/ptmx", "/dev/pts"} }
 
-// DefaultProtected are the workspace-relative paths that stay read-only inside
-// the writable roots unless the caller changes Options.Protect.
-var DefaultProtected = []string{".git/hooks", ".git/config"}
+// DefaultProtected returns the workspace-relative paths that stay read-only
+// inside the writable roots, whatever Options.Protect adds.
+func DefaultProtected() []string { return []string{".git/hooks", ".git/config"} }
 
 // Options is what a caller asks for. Derive turns it into a Policy.
 type Options struct {
@@ -92,7 +93,7 @@ func Derive(o Options) (Policy, error) {
 	p.WritableRoots = minimalRoots(roots)
 
 	var prot []string
-	for _, rel := range DefaultProtected {
+	for _, rel := range DefaultProtected() {
 		prot = append(prot, gitProtected(ws, rel)...)
 	}
 	for _, pp := range o.Protect {
@@ -131,12 +132,12 @@ func (p Policy) Writable(path string) bool {
 
 // IsDevice reports whether path is a device sink or terminal device.
 func (p Policy) IsDevice(path string) bool {
-	for _, d := range DeviceSinks {
+	for _, d := range DeviceSinks() {
 		if path == d {
 			return true
 		}
 	}
-	for _, d := range TerminalDevices {
+	for _, d := range TerminalDevices() {
 		if Within(path, d) {
 			return true
 		}

@@ -318,12 +318,3 @@ func Supported() bool {
 	api, err := libseccomp.GetAPI()
 	return err == nil && api >= 1
 }
-
-// SyscallName names system call nr of the native architecture.
-func SyscallName(nr int32) string {
-	n, err := libseccomp.ScmpSyscall(nr).GetName()
-	if err != nil {
-		return fmt.Sprintf("syscall_%d", nr)
-	}
-	return n
-}
