@@ -49,6 +49,9 @@ cmd_ws="$(q "$bin") --mode workspace-write --workspace $(q "$ws") -- $(q "$bash_
 cmd_bwrap="bwrap --ro-bind / / --dev /dev --proc /proc --die-with-parent --tmpfs /tmp --bind $(q "$ws") $(q "$ws") -- $(q "$bash_path") -c true"
 cmd_ro="$(q "$bin") --mode read-only --workspace $(q "$ws") -- $(q "$bash_path") -c true"
 cmd_net="$(q "$bin") --mode workspace-write --network --workspace $(q "$ws") -- $(q "$bash_path") -c true"
+# (f) bwrap with the namespaces dsh-sandbox-run creates (user, mount, pid, net, ipc, uts):
+# the same isolation by namespaces, still without Landlock, seccomp or a supervisor.
+cmd_bwrap_all="bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc --die-with-parent --tmpfs /tmp --bind $(q "$ws") $(q "$ws") -- $(q "$bash_path") -c true"
 
 echo "== host"
 echo "kernel: $(uname -sr); cpus: $(nproc); user: $(id -un) (uid $(id -u))"
@@ -87,6 +90,9 @@ if [ "$extra" != 0 ]; then
     && add "dsh read-only" "$cmd_ro"
   preflight "dsh workspace-write --network" "$bin" --mode workspace-write --network --workspace "$ws" -- "$bash_path" -c true \
     && add "dsh workspace-write --network" "$cmd_net"
+  preflight "bwrap --unshare-all" bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc --die-with-parent --tmpfs /tmp \
+    --bind "$ws" "$ws" -- "$bash_path" -c true \
+    && add "bwrap --unshare-all" "$cmd_bwrap_all"
 fi
 
 hf_args=(-N --warmup "$warmup" --runs "$runs" --export-json "$json")
@@ -117,6 +123,9 @@ for r in results:
 ws, bw = by_name.get("dsh workspace-write"), by_name.get("bwrap")
 if ws and bw:
     print(f"\ndsh workspace-write / bwrap (medians): {ws['median'] / bw['median']:.2f}")
+bwa = by_name.get("bwrap --unshare-all")
+if ws and bwa:
+    print(f"dsh workspace-write / bwrap --unshare-all (medians): {ws['median'] / bwa['median']:.2f}")
 if ws and bare:
     print(f"dsh workspace-write overhead over bare (medians): {ms(ws['median'] - bare['median']):.2f} ms")
 EOF
