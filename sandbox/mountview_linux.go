@@ -39,8 +39,10 @@ func mountPlan(p modes.Policy) ([]string, error) {
 	}
 	var checks []string
 	for _, pp := range p.Protected {
-		if _, err := os.Lstat(pp); err != nil {
-			continue // a missing protected path is guarded by the supervisor only
+		if _, err := os.Stat(pp); err != nil {
+			// A missing protected path (or a dangling link) is guarded by
+			// the supervisor only.
+			continue
 		}
 		for _, a := range ancestorsBetween(rootOf(p.WritableRoots, pp), pp) {
 			mount(a, a, "", unix.MS_BIND|unix.MS_REC, "hard")

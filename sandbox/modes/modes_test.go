@@ -141,6 +141,20 @@ func TestGitWorktreeProtection(t *testing.T) {
 	assert.Contains(t, p.Protected, filepath.Join(base, "ws/.git/config"))
 }
 
+func TestSymlinkedProtectedPath(t *testing.T) {
+	base := outsideTmp(t)
+	ws := mkdir(t, base, "ws")
+	mkdir(t, ws, ".git")
+	hooks := mkdir(t, base, "shared-hooks")
+	require.NoError(t, os.Symlink(hooks, filepath.Join(ws, ".git/hooks")))
+	p, err := Derive(Options{Mode: WorkspaceWrite, Workspace: ws, AllowWrite: []string{hooks}})
+	require.NoError(t, err)
+	assert.Contains(t, p.Protected, hooks, "where the link points")
+	assert.Contains(t, p.Protected, filepath.Join(ws, ".git/hooks"), "the link itself")
+	assert.False(t, p.Writable(filepath.Join(ws, ".git/hooks")), "the link cannot be replaced")
+	assert.False(t, p.Writable(filepath.Join(hooks, "pre-commit")))
+}
+
 func TestWithin(t *testing.T) {
 	assert.True(t, Within("/a/b", "/a"))
 	assert.True(t, Within("/a", "/a"))

@@ -103,7 +103,13 @@ func Derive(o Options) (Policy, error) {
 		if !filepath.IsAbs(pp) {
 			pp = filepath.Join(ws, pp)
 		}
-		prot = append(prot, canonicalMaybeMissing(pp))
+		prot = append(prot, canonicalMaybeMissing(pp), canonicalEntry(pp))
+	}
+	// A protected path that is a symlink is protected twice: where it
+	// points, and as the directory entry itself, so that replacing the link
+	// is refused too.
+	for _, pp := range prot {
+		prot = append(prot, canonicalEntry(pp))
 	}
 	p.Protected = dedupe(filterUnder(prot, p.WritableRoots))
 	return p, nil
@@ -188,6 +194,13 @@ func canonicalDir(p string) (string, error) {
 	return c, nil
 }
 
+// canonicalEntry resolves symlinks in the directory part of p only: the name
+// of the directory entry p designates, whatever it points to.
+func canonicalEntry(p string) string {
+	p = filepath.Clean(p)
+	return filepath.Join(canonicalMaybeMissing(filepath.Dir(p)), filepath.Base(p))
+}
+
 // canonicalMaybeMissing resolves symlinks in the longest existing prefix of
 // p and appends the missing rest unchanged.
 func canonicalMaybeMissing(p string) string {
@@ -211,7 +224,8 @@ func gitProtected(ws, rel string) []string {
 	dotgit := filepath.Join(ws, ".git")
 	st, err := os.Lstat(dotgit)
 	if err != nil || st.IsDir() {
-		return []string{canonicalMaybeMissing(filepath.Join(ws, rel))}
+		p := filepath.Join(ws, rel)
+		return []string{canonicalMaybeMissing(p), canonicalEntry(p)}
 	}
 	out := []string{canonicalMaybeMissing(dotgit)}
 	leaf := strings.TrimPrefix(rel, ".git/")
