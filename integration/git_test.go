@@ -228,6 +228,39 @@ func TestProtectFlag(t *testing.T) {
 	})
 }
 
+// TestSymlinkedHooksProtected: a .git/hooks that is a symlink (to a shared
+// hooks directory that is itself writable) is protected where it points, and
+// the link cannot be replaced by a real directory holding a planted hook.
+func TestSymlinkedHooksProtected(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := gitRepo(t, id)
+		shared := id.outside(t)
+		hooks := filepath.Join(ws, ".git", "hooks")
+		if err := os.RemoveAll(hooks); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(shared, hooks); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Lchown(hooks, int(id.uid), int(id.gid))
+		flags := sandboxFlags("workspace-write", ws, "--allow-write", shared)
+		for _, c := range []struct{ name, script, op, target string }{
+			{"write through the link", `echo evil > .git/hooks/pre-commit`, "write", filepath.Join(shared, "pre-commit")},
+			{"replace the link", `rm .git/hooks && mkdir .git/hooks && echo evil > .git/hooks/pre-commit`, "remove", hooks},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := id.run(t, runOpts{Flags: flags, Argv: bash(c.script), Dir: ws})
+				requireFailed(t, r)
+				if dest, err := os.Readlink(hooks); err != nil || dest != shared {
+					t.Errorf(".git/hooks is no longer the link to %s: %q %v", shared, dest, err)
+				}
+				requireAbsent(t, filepath.Join(shared, "pre-commit"))
+				requireDenial(t, r, "workspace-write", c.op, c.target)
+			})
+		}
+	})
+}
+
 func prefixAll(ws string, rel []string) []string {
 	out := make([]string, len(rel))
 	for i, r := range rel {
