@@ -13,7 +13,10 @@ import (
 //   - "no user namespaces": inside `unshare -Ur`, max_user_namespaces is set
 //     to 0 before exec'ing dsh-sandbox-run (the limit is per user namespace);
 //   - "no Landlock": the nolandlock helper makes landlock_* return ENOSYS;
-//   - both.
+//   - "user namespace only" (Ubuntu's AppArmor restriction): the usernsonly
+//     helper lets a user namespace be created but no other namespace and no
+//     mount;
+//   - both of the first two.
 
 var noUserNSWrap = []string{"unshare", "-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh"}
 
@@ -33,7 +36,7 @@ func needUserNS(t *testing.T, id identity) {
 func needHelper(t *testing.T) {
 	t.Helper()
 	if helperErr != nil {
-		t.Fatalf("the nolandlock helper did not build: %v", helperErr)
+		t.Fatalf("a degraded-host helper did not build: %v", helperErr)
 	}
 }
 
@@ -52,6 +55,15 @@ var (
 		need: func(t *testing.T, id identity) {
 			needHelper(t)
 			needUserNS(t, id) // the mount view is the only filesystem layer left
+		},
+	}
+	degradedUserNSOnly = degradation{
+		name: "user namespace only",
+		wrap: func() []string { return []string{usernsOnlyBin} },
+		need: func(t *testing.T, id identity) {
+			needHelper(t)
+			requireLandlock(t) // the only filesystem layer left
+			needUserNS(t, id)
 		},
 	}
 	degradedNeither = degradation{
@@ -97,7 +109,7 @@ func TestDegradedSimulationBlocksUserNS(t *testing.T) {
 // modes still run, still deny writes outside the roots and the network, and
 // the probe and report say partial.
 func TestDegradedStillConfined(t *testing.T) {
-	for _, d := range []degradation{degradedNoUserNS, degradedNoLandlock} {
+	for _, d := range []degradation{degradedNoUserNS, degradedNoLandlock, degradedUserNSOnly} {
 		t.Run(d.name, func(t *testing.T) {
 			forEachIdentity(t, func(t *testing.T, id identity) {
 				d.need(t, id)
@@ -125,6 +137,9 @@ func TestDegradedStillConfined(t *testing.T) {
 						}
 						if d.name == "no user namespaces" && contains(rep.Enforcement.Layers, "user-namespace") {
 							t.Errorf("report claims a user namespace on a host without: %v", rep.Enforcement.Layers)
+						}
+						if d.name == "user namespace only" && (contains(rep.Enforcement.Layers, "mount-view") || !contains(rep.Enforcement.Layers, "landlock")) {
+							t.Errorf("report layers = %v, want landlock and no mount-view", rep.Enforcement.Layers)
 						}
 					})
 					if mode == "workspace-write" {
@@ -181,14 +196,18 @@ func TestDegradedStillConfined(t *testing.T) {
 							t.Errorf("modes[%s] = %+v, want partial with missing guarantees", m, pm)
 						}
 					}
-					if d.name == "no user namespaces" {
+					switch d.name {
+					case "no user namespaces", "user namespace only":
 						if pm := p.Modes["workspace-write"]; !contains(pm.Missing, "protected-paths") {
 							t.Errorf("modes[workspace-write].missing = %v, want it to include protected-paths", pm.Missing)
 						}
-						if p.Namespaces["user"] == true {
+						if d.name == "no user namespaces" && p.Namespaces["user"] == true {
 							t.Errorf("namespaces.user = true on a host without user namespaces")
 						}
-					} else {
+						if p.Namespaces["mount"] == true {
+							t.Errorf("namespaces.mount = true on a host that refuses mount namespaces")
+						}
+					default:
 						if p.Landlock.ABI != 0 {
 							t.Errorf("landlock.abi = %d on a host without Landlock", p.Landlock.ABI)
 						}

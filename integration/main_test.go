@@ -43,8 +43,9 @@ var (
 	binDir        string // 0755 directory holding the built binaries
 	cliPath       string // dsh-sandbox-run
 	nolandlockBin string // integration/internal/nolandlock
+	usernsOnlyBin string // integration/internal/usernsonly
 	buildErr      error  // why the CLI could not be built
-	helperErr     error  // why the nolandlock helper could not be built
+	helperErr     error  // why a helper (nolandlock, usernsonly) could not be built
 )
 
 func TestMain(m *testing.M) {
@@ -83,6 +84,11 @@ func runMain(m *testing.M) int {
 	helperErr = goBuild(root, nolandlockBin, "./integration/internal/nolandlock")
 	if helperErr != nil {
 		fmt.Fprintln(os.Stderr, "integration: build of the nolandlock helper failed:\n", helperErr)
+	}
+	usernsOnlyBin = filepath.Join(binDir, "usernsonly")
+	if err := goBuild(root, usernsOnlyBin, "./integration/internal/usernsonly"); err != nil {
+		fmt.Fprintln(os.Stderr, "integration: build of the usernsonly helper failed:\n", err)
+		helperErr = err
 	}
 	return m.Run()
 }
