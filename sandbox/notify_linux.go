@@ -18,8 +18,8 @@ import (
 // notifier answers the seccomp user notifications of one sandbox. It never
 // widens what the kernel layers allow: it pre-denies what the policy forbids
 // (recording a fact) and lets everything else continue to the kernel, except
-// connect(), which it performs itself after checking the socket path, so the
-// target cannot swap the address after the check.
+// connect, sendto, sendmsg and sendmmsg, which it performs itself after
+// checking the destination, so the target cannot swap it after the check.
 type notifier struct {
 	fd     int
 	rootMu sync.Mutex
@@ -90,11 +90,10 @@ func (n *notifier) deny(rule seccomp.Rule, errno unix.Errno, path, addr string) 
 	return verdict{errno: errno, fact: &Denial{Op: rule.Op, Path: path, Address: addr, Syscall: rule.Name, Errno: errnoName(errno)}}
 }
 
-// respond answers a notification and records its fact. A process blocked in
-// a notified call cannot be reaped, so its pid cannot have been reused while
-// it waited; if it died (and the pid was reused) before we answered, the
-// answer fails, and the fact — possibly read from the wrong process — is
-// dropped with it.
+// respond answers a notification and records its fact. If the process died
+// before the answer (its pid may since have been reused, so what we read may
+// have come from another process), the answer fails and the fact is dropped
+// with it.
 func (n *notifier) respond(req *seccomp.Notif, v verdict) {
 	var err error
 	switch {
