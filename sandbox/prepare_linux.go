@@ -5,9 +5,9 @@ package sandbox
 import (
 	"errors"
 	"os"
+	"os/exec"
 
 	"golang.org/x/sys/unix"
-	"os/exec"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
