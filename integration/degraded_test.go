@@ -174,6 +174,9 @@ func TestDegradedStillConfined(t *testing.T) {
 						}
 						requireDenial(t, r, mode, "socket", "AF_INET")
 					})
+					t.Run(mode+"/no survivor after SIGKILL", func(t *testing.T) {
+						sigkillNoSurvivor(t, id, mode, d.wrap())
+					})
 					t.Run(mode+"/capabilities", func(t *testing.T) {
 						ws := id.workspace(t)
 						r := id.run(t, runOpts{Wrap: d.wrap(), Flags: sandboxFlags(mode, ws), Argv: []string{"cat", "/proc/self/status"}, Dir: ws})

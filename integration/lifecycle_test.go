@@ -89,41 +89,47 @@ while :; do sleep 0.05; done`),
 func TestSIGKILLOfRunnerNoSurvivor(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		for _, mode := range allModes {
-			t.Run(mode, func(t *testing.T) {
-				ws := id.workspace(t)
-				daemon := uniqueSleep(t)
-				main := uniqueSleep(t)
-				s := id.start(t, runOpts{
-					Flags: sandboxFlags(mode, ws),
-					Argv: bash(`setsid nohup sleep "$D" >/dev/null 2>&1 < /dev/null &
+			t.Run(mode, func(t *testing.T) { sigkillNoSurvivor(t, id, mode, nil) })
+		}
+	})
+}
+
+// sigkillNoSurvivor starts a command with a setsid daemon and a double-forked
+// one under dsh-sandbox-run (behind wrap, e.g. a degraded-host simulation),
+// SIGKILLs dsh-sandbox-run, and checks that nothing of the command survives.
+func sigkillNoSurvivor(t *testing.T, id identity, mode string, wrap []string) {
+	ws := id.workspace(t)
+	daemon := uniqueSleep(t)
+	main := uniqueSleep(t)
+	s := id.start(t, runOpts{
+		Wrap:  wrap,
+		Flags: sandboxFlags(mode, ws),
+		Argv: bash(`setsid nohup sleep "$D" >/dev/null 2>&1 < /dev/null &
 ( ( exec sleep "$D" </dev/null >/dev/null 2>&1 & ) & )
 for i in $(seq 200); do [ "$(pgrep -c -f "^sleep $D\$")" = 2 ] && break; sleep 0.02; done
 echo ready
 sleep "$M"`),
-					Env: []string{"D=" + daemon, "M=" + main},
-					Dir: ws,
-				})
-				if err := waitOutput(s, "ready", 10*time.Second); err != nil {
-					t.Fatal(err)
-				}
-				if err := pollCond(5*time.Second, func() bool { return len(procsWithCmdline("sleep", main)) == 1 }); err != nil {
-					t.Fatalf("the command's foreground sleep never started: %v", err)
-				}
-				if n := len(procsWithCmdline("sleep", daemon)); n != 2 {
-					t.Errorf("%d daemons running before SIGKILL, want 2 (test precondition)", n)
-				}
-				if err := s.cmd.Process.Kill(); err != nil {
-					t.Fatal(err)
-				}
-				r := s.wait(t, 10*time.Second)
-				if r.Exit != 137 {
-					t.Errorf("runner exit = %d, want 137 (it was SIGKILLed)", r.Exit)
-				}
-				requireGone(t, daemon, 5*time.Second)
-				requireGone(t, main, 5*time.Second)
-			})
-		}
+		Env: []string{"D=" + daemon, "M=" + main},
+		Dir: ws,
 	})
+	if err := waitOutput(s, "ready", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollCond(5*time.Second, func() bool { return len(procsWithCmdline("sleep", main)) == 1 }); err != nil {
+		t.Fatalf("the command's foreground sleep never started: %v", err)
+	}
+	if n := len(procsWithCmdline("sleep", daemon)); n != 2 {
+		t.Errorf("%d daemons running before SIGKILL, want 2 (test precondition)", n)
+	}
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r := s.wait(t, 10*time.Second)
+	if r.Exit != 137 {
+		t.Errorf("runner exit = %d, want 137 (it was SIGKILLed)", r.Exit)
+	}
+	requireGone(t, daemon, 5*time.Second)
+	requireGone(t, main, 5*time.Second)
 }
 
 // TestExitCodes: the command's status passes through, 128+N for signals.
