@@ -12,9 +12,9 @@ import (
 // Degraded hosts, simulated:
 //   - "no user namespaces": inside `unshare -Ur`, max_user_namespaces is set
 //     to 0 before exec'ing dsh-sandbox-run (the limit is per user namespace);
-//   - "no Landlock": the nolandlock helper makes landlock_* return ENOSYS;
-//   - "user namespace only" (Ubuntu's AppArmor restriction): the usernsonly
-//     helper lets a user namespace be created but no other namespace and no
+//   - "no Landlock": `degrade nolandlock` makes landlock_* return ENOSYS;
+//   - "user namespace only" (Ubuntu's AppArmor restriction): `degrade
+//     usernsonly` lets a user namespace be created but no other namespace and no
 //     mount;
 //   - both of the first two.
 
@@ -51,7 +51,7 @@ var (
 	}
 	degradedNoLandlock = degradation{
 		name: "no Landlock",
-		wrap: func() []string { return []string{nolandlockBin} },
+		wrap: func() []string { return []string{degradeBin, "nolandlock"} },
 		need: func(t *testing.T, id identity) {
 			needHelper(t)
 			needUserNS(t, id) // the mount view is the only filesystem layer left
@@ -59,7 +59,7 @@ var (
 	}
 	degradedUserNSOnly = degradation{
 		name: "user namespace only",
-		wrap: func() []string { return []string{usernsOnlyBin} },
+		wrap: func() []string { return []string{degradeBin, "usernsonly"} },
 		need: func(t *testing.T, id identity) {
 			needHelper(t)
 			requireLandlock(t) // the only filesystem layer left
@@ -68,7 +68,7 @@ var (
 	}
 	degradedNeither = degradation{
 		name: "neither Landlock nor user namespaces",
-		wrap: func() []string { return append(append([]string{}, noUserNSWrap...), nolandlockBin) },
+		wrap: func() []string { return append(append([]string{}, noUserNSWrap...), degradeBin, "nolandlock") },
 		need: func(t *testing.T, id identity) {
 			needHelper(t)
 			needUserNS(t, id)
@@ -79,7 +79,7 @@ var (
 // TestNoLandlockHelper checks the simulation itself.
 func TestNoLandlockHelper(t *testing.T) {
 	needHelper(t)
-	out, err := exec.Command(nolandlockBin, "python3", "-c",
+	out, err := exec.Command(degradeBin, "nolandlock", "python3", "-c",
 		`import ctypes; l=ctypes.CDLL(None,use_errno=True); r=l.syscall(444,0,0,1); print(r, ctypes.get_errno())`).CombinedOutput()
 	if err != nil {
 		t.Fatalf("nolandlock python3: %v: %s", err, out)

@@ -40,12 +40,11 @@ const (
 )
 
 var (
-	binDir        string // 0755 directory holding the built binaries
-	cliPath       string // dsh-sandbox-run
-	nolandlockBin string // integration/internal/nolandlock
-	usernsOnlyBin string // integration/internal/usernsonly
-	buildErr      error  // why the CLI could not be built
-	helperErr     error  // why a helper (nolandlock, usernsonly) could not be built
+	binDir     string // 0755 directory holding the built binaries
+	cliPath    string // dsh-sandbox-run
+	degradeBin string // integration/internal/degrade
+	buildErr   error  // why the CLI could not be built
+	helperErr  error  // why the degrade helper could not be built
 )
 
 func TestMain(m *testing.M) {
@@ -80,15 +79,10 @@ func runMain(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "integration: BUILD OF dsh-sandbox-run FAILED, every test will fail:\n", buildErr)
 		}
 	}
-	nolandlockBin = filepath.Join(binDir, "nolandlock")
-	helperErr = goBuild(root, nolandlockBin, "./integration/internal/nolandlock")
+	degradeBin = filepath.Join(binDir, "degrade")
+	helperErr = goBuild(root, degradeBin, "./integration/internal/degrade")
 	if helperErr != nil {
-		fmt.Fprintln(os.Stderr, "integration: build of the nolandlock helper failed:\n", helperErr)
-	}
-	usernsOnlyBin = filepath.Join(binDir, "usernsonly")
-	if err := goBuild(root, usernsOnlyBin, "./integration/internal/usernsonly"); err != nil {
-		fmt.Fprintln(os.Stderr, "integration: build of the usernsonly helper failed:\n", err)
-		helperErr = err
+		fmt.Fprintln(os.Stderr, "integration: build of the degrade helper failed:\n", helperErr)
 	}
 	return m.Run()
 }
@@ -331,7 +325,7 @@ func nonce() string {
 type runOpts struct {
 	Flags      []string // dsh-sandbox-run flags (before "--")
 	Argv       []string // the command; nil means no "--" and no command
-	Wrap       []string // argv prefix in front of the CLI (unshare, nolandlock)
+	Wrap       []string // argv prefix in front of the CLI (unshare, degrade)
 	Env        []string // extra environment
 	Dir        string   // working directory (default "/")
 	ExtraFiles []*os.File

@@ -1,0 +1,97 @@
+// Command degrade simulates a degraded host for one program: it loads a
+// seccomp filter (default allow), then execs PROGRAM.
+//
+//	degrade nolandlock PROGRAM [ARG...]  a kernel without Landlock: the three
+//	                                     landlock_* calls fail with ENOSYS
+//	degrade usernsonly PROGRAM [ARG...]  Ubuntu's AppArmor userns restriction:
+//	                                     a user namespace can be created, but
+//	                                     unshare of anything else, setns and
+//	                                     mount fail with EPERM
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	seccomp "github.com/seccomp/libseccomp-golang"
+	"golang.org/x/sys/unix"
+)
+
+// rule is one syscall to deny, optionally only when arg 0 differs from notArg0.
+type rule struct {
+	name    string
+	errno   unix.Errno
+	notArg0 *uint64
+}
+
+func profiles() map[string][]rule {
+	newUser := uint64(unix.CLONE_NEWUSER)
+	return map[string][]rule{
+		"nolandlock": {
+			{name: "landlock_create_ruleset", errno: unix.ENOSYS},
+			{name: "landlock_add_rule", errno: unix.ENOSYS},
+			{name: "landlock_restrict_self", errno: unix.ENOSYS},
+		},
+		"usernsonly": {
+			{name: "unshare", errno: unix.EPERM, notArg0: &newUser},
+			{name: "setns", errno: unix.EPERM},
+			{name: "mount", errno: unix.EPERM},
+		},
+	}
+}
+
+func main() {
+	rules, ok := profiles()[arg(1)]
+	if !ok || len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "usage: degrade nolandlock|usernsonly PROGRAM [ARG...]")
+		os.Exit(2)
+	}
+	if err := load(rules); err != nil {
+		fmt.Fprintln(os.Stderr, "degrade:", err)
+		os.Exit(126)
+	}
+	path, err := exec.LookPath(os.Args[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "degrade:", err)
+		os.Exit(127)
+	}
+	err = syscall.Exec(path, os.Args[2:], os.Environ())
+	fmt.Fprintln(os.Stderr, "degrade: exec:", err)
+	os.Exit(126)
+}
+
+func arg(i int) string {
+	if i < len(os.Args) {
+		return os.Args[i]
+	}
+	return ""
+}
+
+func load(rules []rule) error {
+	f, err := seccomp.NewFilter(seccomp.ActAllow)
+	if err != nil {
+		return err
+	}
+	defer f.Release()
+	for _, r := range rules {
+		nr, err := seccomp.GetSyscallFromName(r.name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.name, err)
+		}
+		act := seccomp.ActErrno.SetReturnCode(int16(r.errno))
+		if r.notArg0 == nil {
+			err = f.AddRule(nr, act)
+		} else {
+			var c seccomp.ScmpCondition
+			if c, err = seccomp.MakeCondition(0, seccomp.CompareNotEqual, *r.notArg0); err == nil {
+				err = f.AddRuleConditional(nr, act, []seccomp.ScmpCondition{c})
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("rule %s: %w", r.name, err)
+		}
+	}
+	return f.Load()
+}
