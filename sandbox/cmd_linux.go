@@ -25,6 +25,19 @@ type SetupError struct {
 
 func (e *SetupError) Error() string { return e.Detail }
 
+// ExecError reports that the sandbox was set up but the command itself could
+// not be started (its execve failed): Detail is "<argv0>: <reason>".
+type ExecError struct {
+	Detail string
+	Err    syscall.Errno
+}
+
+func (e *ExecError) Error() string { return e.Detail }
+
+// Unwrap returns the execve errno, so errors.Is(err, fs.ErrNotExist) holds
+// for a missing command.
+func (e *ExecError) Unwrap() error { return e.Err }
+
 // Result is how a sandboxed command ended and what the sandbox saw.
 type Result struct {
 	// ExitCode is the command's exit status, or 128+N when it died of signal N.
@@ -41,7 +54,10 @@ type Result struct {
 // Start and Wait (or Run), like os/exec.
 type Cmd struct {
 	Policy modes.Policy
-	// Args is the command's argv; Args[0] is looked up in the PATH of Env.
+	// Path is the file to execute; "" means Args[0], looked up in the PATH
+	// of Env when it has no slash.
+	Path string
+	// Args is the command's argv.
 	Args []string
 	// Env is the command's environment; nil means os.Environ().
 	Env []string
@@ -79,8 +95,9 @@ func (c *Cmd) Run() (*Result, error) {
 }
 
 // Start sets up the sandbox and starts the command. It returns once the
-// command runs confined, or with a *SetupError when the sandbox could not be
-// set up (the command then never ran).
+// command runs confined, with a *SetupError when the sandbox could not be
+// set up, or with an *ExecError when the command could not be executed (in
+// both cases the command never ran).
 func (c *Cmd) Start() error {
 	if c.proc != nil {
 		return errors.New("sandbox: already started")
@@ -128,16 +145,19 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	// The process that loads the seccomp filter: the runner, or the init of
 	// its pid namespace when it made one.
 	confined := proc.Pid
-	abort := func(detail string) error {
+	cleanup := func() {
 		proc.Kill()
 		proc.Wait()
 		ctrl.Close()
 		if n != nil {
 			n.wait()
 		}
+	}
+	abort := func(detail string) error {
+		cleanup()
 		return &SetupError{Detail: detail}
 	}
-	spec, err := c.prep.spec(userNS)
+	spec, err := c.prep.spec(userNS, c.Path)
 	if err != nil {
 		return abort(err.Error())
 	}
@@ -187,6 +207,9 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			}
 		case msgFail:
 			return abort(m.Detail)
+		case msgExecFail:
+			cleanup()
+			return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
 		case msgReady:
 			c.proc, c.ctrl, c.facts, c.notifier = proc, ctrl, facts, n
 			c.enf = c.assess(m)

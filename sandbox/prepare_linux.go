@@ -63,7 +63,9 @@ func (prep *preparation) close() {
 
 // spec encodes the runner's spec. With userNS the runner tries to create
 // its namespaces (falling back to none where the host refuses them).
-func (prep *preparation) spec(userNS bool) ([]byte, error) {
+// path, when not "", is the file the runner executes (argv[0] is then only
+// the command's name).
+func (prep *preparation) spec(userNS bool, path string) ([]byte, error) {
 	p := prep.policy
 	b := func(v bool) string {
 		if v {
@@ -82,6 +84,7 @@ func (prep *preparation) spec(userNS bool) ([]byte, error) {
 		{"llselftest", b(rootOf(p.WritableRoots, "/proc") == "")},
 		{"notify", b(prep.notify)},
 		{"why", prep.landlockErr},
+		{"path", path},
 	}
 	var plan []string
 	if confine && userNS {

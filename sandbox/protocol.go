@@ -68,6 +68,7 @@ const (
 	msgAck      = "ack"      // supervisor to runner: the listener was taken
 	msgReady    = "ready"    // the command started
 	msgFail     = "fail"     // the sandbox could not be set up; nothing ran
+	msgExecFail = "execfail" // the sandbox was set up but the command's execve failed
 	msgExit     = "exit"     // the command ended
 	msgKill     = "kill"     // supervisor to runner: kill the command's tree now
 )
@@ -90,6 +91,7 @@ type runnerMsg struct {
 	Signal   int           `json:"signal,omitempty"`
 	Pid      int           `json:"pid,omitempty"`
 	FD       int           `json:"fd,omitempty"`
+	Errno    int           `json:"errno,omitempty"`
 }
 
 func sendMsg(f *os.File, m any, fd int) error {

@@ -29,11 +29,11 @@ type Report struct {
 }
 
 // NewReport builds the report of a run: from its result, or from the error
-// that prevented it (then the exit code is 125).
+// that prevented it (then the exit code is ExitCodeOf(err)).
 func NewReport(p modes.Policy, res *Result, err error) Report {
 	r := Report{Version: ReportVersion, Mode: p.Mode, Network: p.Network, Workspace: p.Workspace, Denials: []Denial{}}
 	if err != nil {
-		r.ExitCode = 125
+		r.ExitCode = ExitCodeOf(err)
 		r.Error = err.Error()
 		var se *SetupError
 		if errors.As(err, &se) {
@@ -51,6 +51,21 @@ func NewReport(p modes.Policy, res *Result, err error) Report {
 		r.Signal = SignalName(res.Signal)
 	}
 	return r
+}
+
+// ExitCodeOf is the exit status dsh-sandbox-run gives for an error that
+// prevented a command from running: 127 when the command was not found, 126
+// when it could not be executed otherwise (*ExecError, like a shell), 125 for
+// everything else (the sandbox could not be set up).
+func ExitCodeOf(err error) int {
+	var ee *ExecError
+	if errors.As(err, &ee) {
+		if ee.Err == syscall.ENOENT {
+			return 127
+		}
+		return 126
+	}
+	return 125
 }
 
 // WriteFile writes the report as indented JSON.

@@ -8,7 +8,8 @@
 // tokens) and, when confining, the seccomp BPF program with the Landlock
 // ruleset fd attached. The runner answers with JSON messages: init (the pid
 // namespace's init pid), listener (its fd number, taken by the supervisor
-// with pidfd_getfd, then "ack"), ready, fail, exit. The command is argv[1..].
+// with pidfd_getfd, then "ack"), ready, fail, execfail (the command's
+// execve failed), exit. The command is argv[1..].
 
 
 #define _GNU_SOURCE
@@ -523,15 +524,44 @@ static void runner_main(char **argv) {
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	if (sfd < 0) fail("signalfd: %s", strerror(errno));
+	// A close-on-exec pipe tells whether the command's execve succeeded
+	// (EOF) or failed (its errno): a command that cannot be started is
+	// reported as such, not as an exit status.
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC) < 0) fail("pipe: %s", strerror(errno));
 	child = fork();
 	if (child < 0) fail("fork: %s", strerror(errno));
 	if (child == 0) {
+		close(ep[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		setsid();
-		execvp(cmd[0], cmd);
+		const char *path = opt_str("path");
+		if (path[0])
+			execv(path, cmd);
+		else
+			execvp(cmd[0], cmd);
 		int e = errno;
-		dprintf(2, "dsh-sandbox-run: %s: %s\n", cmd[0], strerror(e));
+		while (write(ep[1], &e, sizeof e) < 0 && errno == EINTR) {
+		}
 		_exit(e == ENOENT ? 127 : 126);
+	}
+	close(ep[1]);
+	int exec_errno = 0;
+	ssize_t er;
+	do {
+		er = read(ep[0], &exec_errno, sizeof exec_errno);
+	} while (er < 0 && errno == EINTR);
+	close(ep[0]);
+	if (er == (ssize_t)sizeof exec_errno) {
+		while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+		}
+		char detail[1024], em[2400];
+		snprintf(detail, sizeof detail, "%s: %s", opt_str("path")[0] ? opt_str("path") : cmd[0], strerror(exec_errno));
+		snprintf(em, sizeof em, "{\"kind\":\"execfail\",\"errno\":%d,\"detail\":", exec_errno);
+		json_str(em, sizeof em - 2, detail);
+		strcat(em, "}");
+		send_msg(em);
+		_exit(exec_errno == ENOENT ? 127 : 126);
 	}
 	char msg[6000];
 #define B(x) ((x) ? "true" : "false")

@@ -141,7 +141,8 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	if err := cmd.Start(); err != nil {
 		writeReport(nil, err)
-		return fail("%v", err)
+		fail("%v", err)
+		return sandbox.ExitCodeOf(err)
 	}
 	go forward(cmd, sigs)
 	res, err := cmd.Wait()

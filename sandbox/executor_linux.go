@@ -1,0 +1,353 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// Defaults of an Executor's Config.
+const (
+	DefaultTimeout    = 120000 * time.Millisecond
+	DefaultMaxTimeout = 600000 * time.Millisecond
+	DefaultTailBytes  = 64000
+	DefaultSpillCap   = 64 << 20
+	DefaultKillGrace  = 3000 * time.Millisecond
+)
+
+// Config configures an Executor. The zero value is valid: read-only by
+// default, the current directory as workspace, this binary as its runner.
+type Config struct {
+	// Mode is the mode of calls that name none. The zero value is
+	// read-only, the fail-safe default.
+	Mode modes.Mode
+	// Workspace is the workspace root of calls without a session, and their
+	// default working directory. "" means the current directory.
+	Workspace string
+	// WritableRoots are extra directories writable under workspace-write.
+	WritableRoots []string
+	// Protected are extra paths kept read-only inside the writable roots
+	// (absolute, or relative to the workspace); .git/hooks and .git/config
+	// always are.
+	Protected []string
+	// Network lets confined commands use the network.
+	Network bool
+
+	// DefaultTimeout applies to calls that give none (0: 120000 ms);
+	// MaxTimeout caps every call (0: 600000 ms).
+	DefaultTimeout, MaxTimeout time.Duration
+	// TailBytes is how much of each stream is kept in memory (0: 64000).
+	TailBytes int
+	// SpillCap is the size past which a spill file is deleted and only the
+	// tail kept (0: 64 MiB).
+	SpillCap int64
+	// KillGrace is the time between SIGTERM and SIGKILL, and the longest
+	// the pipes are drained after the command ended (0: 3000 ms).
+	KillGrace time.Duration
+	// SpillDir is where the executor's private 0700 spill directory is
+	// created ("": os.TempDir()).
+	SpillDir string
+
+	// Runner is the binary re-executed as the sandbox runner: "" means this
+	// executable (any binary linking this package is its own runner, with
+	// no call needed in main), or the path of an installed dsh-sandbox-run.
+	// danger-full-access never uses it.
+	Runner string
+	// Shell is the shell commands run with as `<Shell> -c <command>`
+	// ("": bash, found in PATH when the executor is created).
+	Shell string
+	// Environ returns the parent environment commands inherit (scrubbed);
+	// nil means os.Environ. It must be safe for concurrent use.
+	Environ func() []string
+}
+
+// Executor runs shell commands under a sandbox mode: foreground with Run,
+// background with Start. It is safe for concurrent use by many sessions.
+type Executor struct {
+	cfg       Config
+	workspace string // canonical
+	shell     string
+	spillDir  string // private 0700 directory
+	runSeq    atomic.Int64
+
+	mu     sync.Mutex
+	live   map[*job]struct{}
+	closed bool
+}
+
+// NewExecutor checks cfg, fills its defaults and creates the private spill
+// directory. It does not check the runner: a missing runner makes each
+// confined call fail with a *SandboxUnavailableError.
+func NewExecutor(cfg Config) (*Executor, error) {
+	if !cfg.Mode.Valid() {
+		return nil, fmt.Errorf("sandbox: config: %w %d", modes.ErrUnknownMode, int(cfg.Mode))
+	}
+	fill := func(d *time.Duration, def time.Duration, name string) error {
+		if *d == 0 {
+			*d = def
+		}
+		if *d < 0 {
+			return fmt.Errorf("sandbox: config: %s must be positive, got %v", name, *d)
+		}
+		return nil
+	}
+	if err := errors.Join(
+		fill(&cfg.DefaultTimeout, DefaultTimeout, "DefaultTimeout"),
+		fill(&cfg.MaxTimeout, DefaultMaxTimeout, "MaxTimeout"),
+		fill(&cfg.KillGrace, DefaultKillGrace, "KillGrace"),
+	); err != nil {
+		return nil, err
+	}
+	if cfg.DefaultTimeout > cfg.MaxTimeout {
+		return nil, fmt.Errorf("sandbox: config: DefaultTimeout %v exceeds MaxTimeout %v", cfg.DefaultTimeout, cfg.MaxTimeout)
+	}
+	if cfg.TailBytes == 0 {
+		cfg.TailBytes = DefaultTailBytes
+	}
+	if cfg.SpillCap == 0 {
+		cfg.SpillCap = DefaultSpillCap
+	}
+	if cfg.TailBytes < 0 || cfg.SpillCap < 0 {
+		return nil, fmt.Errorf("sandbox: config: TailBytes and SpillCap must be positive")
+	}
+	if cfg.Environ == nil {
+		cfg.Environ = os.Environ
+	}
+	// The workspace and extra roots must be usable now: derive once.
+	probe, err := modes.Derive(modes.Options{
+		Mode: modes.WorkspaceWrite, Workspace: cfg.Workspace, AllowWrite: cfg.WritableRoots, Protect: cfg.Protected,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: config: %w", err)
+	}
+	shell := cfg.Shell
+	if shell == "" {
+		shell = "bash"
+	}
+	if !strings.Contains(shell, "/") {
+		p, err := exec.LookPath(shell)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: config: cannot find the shell: %w", err)
+		}
+		shell = p
+	}
+	if shell, err = filepath.Abs(shell); err != nil {
+		return nil, fmt.Errorf("sandbox: config: shell: %w", err)
+	}
+	parent := cfg.SpillDir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	spillDir, err := os.MkdirTemp(parent, "dsh-sandbox-spill-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: config: cannot create the spill directory: %w", err)
+	}
+	if err := os.Chmod(spillDir, 0o700); err != nil {
+		os.Remove(spillDir)
+		return nil, fmt.Errorf("sandbox: config: spill directory: %w", err)
+	}
+	if c, err := filepath.EvalSymlinks(spillDir); err == nil {
+		spillDir = c
+	}
+	return &Executor{cfg: cfg, workspace: probe.Workspace, shell: shell, spillDir: spillDir, live: map[*job]struct{}{}}, nil
+}
+
+// Mode is the executor's default mode.
+func (e *Executor) Mode() modes.Mode { return e.cfg.Mode }
+
+// Workspace is the executor's canonical workspace root.
+func (e *Executor) Workspace() string { return e.workspace }
+
+// SpillDir is the executor's private spill directory.
+func (e *Executor) SpillDir() string { return e.spillDir }
+
+// Close kills every command the executor still runs (SIGTERM, then SIGKILL
+// after the grace) and waits for them to settle. Spill files are left in
+// place: their paths may have been handed out. Later calls fail with
+// ErrClosed.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	jobs := make([]*job, 0, len(e.live))
+	for j := range e.live {
+		jobs = append(jobs, j)
+	}
+	e.mu.Unlock()
+	for _, j := range jobs {
+		j.stop(causeKill)
+	}
+	for _, j := range jobs {
+		<-j.settled
+	}
+	os.Remove(e.spillDir) // only when empty
+	return nil
+}
+
+// Session is the calling session of a request.
+type Session struct {
+	// ID identifies the session (for the caller's bookkeeping).
+	ID string
+	// Workspace is the session's workspace root: writable under
+	// workspace-write, the base of relative workdirs and the default one.
+	Workspace string
+}
+
+// Request is one command to run. Command, Workdir and TimeoutMs may come
+// from a model; the other fields are trusted, set by the harness only.
+type Request struct {
+	// Command runs as `bash -c <Command>`.
+	Command string
+	// Workdir is the working directory: absolute, or relative to the
+	// session's workspace; "" means the session's workspace (or, with no
+	// session, the executor's).
+	Workdir string
+	// TimeoutMs is the foreground timeout in milliseconds; nil means the
+	// default. It is capped at the maximum; a non-positive or non-finite
+	// value is an error. Background commands have no timeout.
+	TimeoutMs *float64
+
+	// Mode is the mode to run under; nil means the executor's default.
+	Mode *modes.Mode
+	// Session is the calling session, or nil.
+	Session *Session
+	// StdoutMaxBytes raises the in-memory stdout tail of a foreground
+	// command (0: the executor's TailBytes).
+	StdoutMaxBytes int
+	// Stdin is the command's standard input; nil means /dev/null.
+	Stdin io.Reader
+	// Env is set in the command's environment over the scrubbed parent's.
+	Env map[string]string
+	// DshEnv is the managed DSH_* snapshot, set last.
+	DshEnv map[string]string
+}
+
+// Resolved is a request with every default filled in: what will be spawned.
+type Resolved struct {
+	Command   string
+	Workdir   string        // absolute
+	Timeout   time.Duration // effective foreground timeout
+	TimeoutMs float64       // the same, in milliseconds
+	Mode      modes.Mode
+	Policy    modes.Policy
+	Env       []string // the command's whole environment, sorted
+	Stdin     io.Reader
+	// StdoutTail and StderrTail are the in-memory tail sizes.
+	StdoutTail, StderrTail int
+}
+
+// Resolve checks req and fills its defaults. Errors wrap ErrInvalidRequest,
+// or a modes error when the workspace is unusable.
+func (e *Executor) Resolve(req Request) (Resolved, error) {
+	r := Resolved{Command: req.Command, Stdin: req.Stdin, StdoutTail: e.cfg.TailBytes, StderrTail: e.cfg.TailBytes}
+	if strings.TrimSpace(req.Command) == "" {
+		return Resolved{}, invalidf("command must be a non-empty string")
+	}
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return Resolved{}, invalidf("command contains a NUL byte")
+	}
+
+	r.Mode = e.cfg.Mode
+	if req.Mode != nil {
+		if !req.Mode.Valid() {
+			return Resolved{}, invalidf("%v %d", modes.ErrUnknownMode, int(*req.Mode))
+		}
+		r.Mode = *req.Mode
+	}
+
+	base := e.workspace
+	if req.Session != nil && req.Session.Workspace != "" {
+		if !filepath.IsAbs(req.Session.Workspace) {
+			return Resolved{}, invalidf("session workspace %q is not absolute", req.Session.Workspace)
+		}
+		base = filepath.Clean(req.Session.Workspace)
+	}
+	switch {
+	case req.Workdir == "":
+		r.Workdir = base
+	case filepath.IsAbs(req.Workdir):
+		r.Workdir = filepath.Clean(req.Workdir)
+	default:
+		r.Workdir = filepath.Join(base, req.Workdir)
+	}
+	if fi, err := os.Stat(r.Workdir); err != nil {
+		return Resolved{}, invalidf("workdir %q: %v", r.Workdir, errors.Unwrap(err))
+	} else if !fi.IsDir() {
+		return Resolved{}, invalidf("workdir %q is not a directory", r.Workdir)
+	}
+
+	timeout := float64(e.cfg.DefaultTimeout) / float64(time.Millisecond)
+	if req.TimeoutMs != nil {
+		v := *req.TimeoutMs
+		if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+			return Resolved{}, invalidf("timeout must be a positive finite number of milliseconds, got %v", v)
+		}
+		timeout = v
+	}
+	timeout = math.Min(timeout, float64(e.cfg.MaxTimeout)/float64(time.Millisecond))
+	r.TimeoutMs = timeout
+	r.Timeout = time.Duration(timeout * float64(time.Millisecond))
+
+	for _, layer := range []map[string]string{req.Env, req.DshEnv} {
+		for k, v := range layer {
+			if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+				return Resolved{}, invalidf("environment variable %q: names must be non-empty without '=' or NUL, values without NUL", k)
+			}
+		}
+	}
+	r.Env = ChildEnv(e.cfg.Environ(), req.Env, req.DshEnv)
+
+	if req.StdoutMaxBytes < 0 {
+		return Resolved{}, invalidf("StdoutMaxBytes must not be negative, got %d", req.StdoutMaxBytes)
+	}
+	r.StdoutTail = max(r.StdoutTail, req.StdoutMaxBytes)
+
+	policy, err := modes.Derive(modes.Options{
+		Mode:       r.Mode,
+		Workspace:  base,
+		AllowWrite: e.cfg.WritableRoots,
+		// Other sessions' spill files are not the command's to change.
+		Protect: append(append([]string(nil), e.cfg.Protected...), e.spillDir),
+		Network: e.cfg.Network,
+		TempDir: lookupEnv(r.Env, "TMPDIR"),
+	})
+	if err != nil {
+		return Resolved{}, err
+	}
+	r.Policy = policy
+	return r, nil
+}
+
+// newSpill creates a spill file for one stream of run n.
+func (e *Executor) newSpill(n int64) spillFunc {
+	return func(stream string) (*os.File, error) {
+		var rnd [6]byte
+		if _, err := rand.Read(rnd[:]); err != nil {
+			return nil, err
+		}
+		name := fmt.Sprintf("dsh-subprocess-%d-%d-%s-%s.log", os.Getpid(), n, hex.EncodeToString(rnd[:]), stream)
+		f, err := os.OpenFile(filepath.Join(e.spillDir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return nil, err
+		}
+		return f, nil
+	}
+}

@@ -1,0 +1,489 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// RunResult is how a command ended: its output, its status, and what the
+// sandbox did.
+type RunResult struct {
+	Stdout Output `json:"stdout"`
+	Stderr Output `json:"stderr"`
+	// ExitCode is the exit status, or 128+N when the command died of
+	// signal N.
+	ExitCode int `json:"exitCode"`
+	// Signal names the signal that killed the command ("SIGTERM"), or "".
+	Signal string `json:"signal,omitempty"`
+	// TimedOut: the timeout fired while the command ran (it was then
+	// terminated; it may still have exited 0).
+	TimedOut bool `json:"timedOut"`
+	// TimeoutMs is the effective timeout (0 for background commands).
+	TimeoutMs float64 `json:"timeoutMs"`
+	// Aborted: the context was cancelled while the command ran.
+	Aborted bool `json:"aborted"`
+	// Killed: Kill was called on the background command while it ran.
+	Killed bool `json:"killed,omitempty"`
+	// Sandbox is what the sandbox did.
+	Sandbox Facts `json:"sandbox"`
+}
+
+// Facts are the sandbox's side of a result.
+type Facts struct {
+	// Mode is the mode the command actually ran under.
+	Mode modes.Mode `json:"mode"`
+	// Denied is true iff the supervisor recorded a denial.
+	Denied bool `json:"denied"`
+	// Denials are the denials, in first-seen order.
+	Denials []Denial `json:"denials"`
+	// Enforcement is how the command was confined (level none for
+	// danger-full-access).
+	Enforcement Enforcement `json:"enforcement"`
+	// RunnerFailed: the runner was lost after the command started (the
+	// result of a background command; a foreground Run returns a
+	// *SandboxUnavailableError instead). RunnerFailure says why.
+	RunnerFailed  bool   `json:"runnerFailed,omitempty"`
+	RunnerFailure string `json:"runnerFailure,omitempty"`
+}
+
+// Why a command was stopped; the first cause wins.
+type stopCause int
+
+const (
+	causeNone stopCause = iota
+	causeTimeout
+	causeAbort
+	causeKill
+)
+
+// job is one running command: the sandboxed process, its collectors, and
+// the lifecycle (timeout, abort, kill, drain, settle).
+type job struct {
+	e       *Executor
+	r       Resolved
+	cmd     *Cmd
+	out     *collector
+	err     *collector
+	readers sync.WaitGroup
+	pipes   []*os.File // read ends, closed after the drain
+	stdinW  *os.File
+
+	mu       sync.Mutex
+	cause    stopCause
+	exited   bool // the command's status is known
+	stopping bool
+	result   *RunResult
+	waitErr  error
+	onSettle []func(*RunResult)
+
+	exitedCh chan struct{} // closed when the command's status is known
+	settled  chan struct{} // closed when the result is final
+}
+
+// launch resolves, spawns and supervises one command. background drops the
+// timeout and uses the normal stdout tail.
+func (e *Executor) launch(ctx context.Context, req Request, background bool) (*job, error) {
+	r, err := e.Resolve(req)
+	if err != nil {
+		return nil, err
+	}
+	if background {
+		r.StdoutTail = e.cfg.TailBytes
+		r.Timeout, r.TimeoutMs = 0, 0
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))
+	}
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+
+	n := e.runSeq.Add(1)
+	j := &job{
+		e:        e,
+		r:        r,
+		out:      newCollector("stdout", r.StdoutTail, e.cfg.SpillCap, e.newSpill(n)),
+		err:      newCollector("stderr", r.StderrTail, e.cfg.SpillCap, e.newSpill(n)),
+		exitedCh: make(chan struct{}),
+		settled:  make(chan struct{}),
+	}
+	if err := j.start(); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.live[j] = struct{}{}
+	e.mu.Unlock()
+
+	var timer *time.Timer
+	if !background {
+		timer = time.AfterFunc(r.Timeout, func() { j.stop(causeTimeout) })
+	}
+	stopAbort := context.AfterFunc(ctx, func() { j.stop(causeAbort) })
+	go func() {
+		j.supervise(timer)
+		stopAbort()
+		e.mu.Lock()
+		delete(e.live, j)
+		e.mu.Unlock()
+	}()
+	return j, nil
+}
+
+// start creates the pipes and starts the sandboxed command.
+func (j *job) start() error {
+	var closeOnFail []*os.File
+	fail := func(err error) error {
+		for _, f := range closeOnFail {
+			f.Close()
+		}
+		return err
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	closeOnFail = append(closeOnFail, outR, outW)
+	errR, errW, err := pipe()
+	if err != nil {
+		return fail(err)
+	}
+	closeOnFail = append(closeOnFail, errR, errW)
+	var stdinR *os.File
+	if j.r.Stdin != nil {
+		if stdinR, j.stdinW, err = os.Pipe(); err != nil {
+			return fail(fmt.Errorf("sandbox: stdin pipe: %w", err))
+		}
+		closeOnFail = append(closeOnFail, stdinR, j.stdinW)
+	}
+
+	cmd := &Cmd{
+		Policy: j.r.Policy,
+		Path:   j.e.shell,
+		Args:   []string{filepath.Base(j.e.shell), "-c", j.r.Command},
+		Env:    j.r.Env,
+		Dir:    j.r.Workdir,
+		Stdin:  stdinR,
+		Stdout: outW,
+		Stderr: errW,
+		Runner: j.e.cfg.Runner,
+	}
+	if !j.r.Mode.Confines() {
+		// No sandbox runner: the process-tree keeper is this very binary
+		// (it links the runner), whatever runner is configured.
+		cmd.Runner = "/proc/self/exe"
+	}
+	if err := cmd.Start(); err != nil {
+		fail(nil)
+		var se *SetupError
+		if j.r.Mode.Confines() && errors.As(err, &se) {
+			return &SandboxUnavailableError{Mode: j.r.Mode, Detail: se.Detail, Err: err}
+		}
+		return fmt.Errorf("sandbox: cannot start the command: %w", err)
+	}
+	j.cmd = cmd
+	outW.Close()
+	errW.Close()
+	if stdinR != nil {
+		stdinR.Close()
+		go func() {
+			io.Copy(j.stdinW, j.r.Stdin)
+			j.stdinW.Close()
+		}()
+	}
+	j.pipes = []*os.File{outR, errR}
+	j.readers.Add(2)
+	go j.drain(outR, j.out)
+	go j.drain(errR, j.err)
+	return nil
+}
+
+// pipe returns a pipe for a command's output, enlarged for throughput.
+func pipe() (r, w *os.File, err error) {
+	r, w, err = os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sandbox: output pipe: %w", err)
+	}
+	// Best effort: fewer wake-ups for bulky output. The default 64 KiB
+	// stays when the host refuses.
+	unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+	return r, w, nil
+}
+
+func (j *job) drain(r *os.File, c *collector) {
+	defer j.readers.Done()
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			c.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// supervise waits for the command, drains its pipes for at most the grace,
+// and settles the result.
+func (j *job) supervise(timer *time.Timer) {
+	res, err := j.cmd.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+	j.mu.Lock()
+	j.exited = true
+	j.mu.Unlock()
+	close(j.exitedCh)
+
+	drained := make(chan struct{})
+	go func() { j.readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(j.e.cfg.KillGrace):
+		for _, p := range j.pipes {
+			p.SetReadDeadline(time.Now())
+		}
+		<-drained
+	}
+	for _, p := range j.pipes {
+		p.Close()
+	}
+	j.out.close()
+	j.err.close()
+	if j.stdinW != nil {
+		j.stdinW.Close()
+	}
+
+	out := &RunResult{
+		Stdout: j.out.output(),
+		Stderr: j.err.output(),
+		Sandbox: Facts{
+			Mode:    j.r.Mode,
+			Denials: []Denial{},
+		},
+	}
+	if err != nil {
+		out.Sandbox.RunnerFailed = true
+		out.Sandbox.RunnerFailure = err.Error()
+		out.ExitCode = -1
+	} else {
+		out.ExitCode = res.ExitCode
+		if res.Signal != 0 {
+			out.Signal = SignalName(res.Signal)
+		}
+		out.Sandbox.Enforcement = res.Enforcement
+		if res.Denials != nil {
+			out.Sandbox.Denials = res.Denials
+		}
+		out.Sandbox.Denied = len(res.Denials) > 0
+	}
+	if out.Sandbox.Enforcement.Level == "" {
+		out.Sandbox.Enforcement = j.cmd.enf
+	}
+
+	j.mu.Lock()
+	switch j.cause {
+	case causeTimeout:
+		out.TimedOut = true
+	case causeAbort:
+		out.Aborted = true
+	case causeKill:
+		out.Killed = true
+	}
+	out.TimeoutMs = j.r.TimeoutMs
+	j.result = out
+	j.waitErr = err
+	callbacks := j.onSettle
+	j.onSettle = nil
+	j.mu.Unlock()
+	close(j.settled)
+	for _, f := range callbacks {
+		f(out)
+	}
+}
+
+// stop terminates the command for cause: SIGTERM to its process group,
+// SIGKILL to the whole tree after the grace. Only the first cause counts,
+// and none once the command ended.
+func (j *job) stop(cause stopCause) {
+	j.mu.Lock()
+	if j.exited || j.stopping {
+		j.mu.Unlock()
+		return
+	}
+	j.stopping = true
+	j.cause = cause
+	j.mu.Unlock()
+	j.cmd.Signal(syscall.SIGTERM)
+	go func() {
+		select {
+		case <-j.exitedCh:
+		case <-time.After(j.e.cfg.KillGrace):
+			j.cmd.Kill()
+		}
+	}()
+}
+
+// Run runs a command in the foreground and returns its result. A non-zero
+// exit is a result, not an error. Errors: invalid requests (wrapping
+// ErrInvalidRequest), a *SandboxUnavailableError when a confined mode could
+// not be enforced (the command never ran), an *ExecError when the shell
+// could not be executed, and — when ctx is cancelled while the command runs
+// — the result together with an error wrapping ErrAborted and the context's
+// error. The timeout and the abort are exclusive: the first cause wins.
+func (e *Executor) Run(ctx context.Context, req Request) (*RunResult, error) {
+	j, err := e.launch(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	<-j.settled
+	if j.waitErr != nil {
+		return nil, &SandboxUnavailableError{Mode: j.r.Mode, Detail: "the sandbox runner was lost: " + j.waitErr.Error(), Err: j.waitErr}
+	}
+	if j.result.Aborted {
+		return j.result, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))
+	}
+	return j.result, nil
+}
+
+// Start starts a command in the background and returns its handle. No
+// timeout applies; cancelling ctx kills it like Process.Kill (the result
+// then reports Aborted). Errors are those of Run, before anything ran.
+func (e *Executor) Start(ctx context.Context, req Request) (*Process, error) {
+	j, err := e.launch(ctx, req, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{j: j}, nil
+}
+
+// Process is a background command started by Executor.Start.
+type Process struct {
+	j *job
+}
+
+// Status is the state of a background process.
+type Status string
+
+// Statuses of a Process.
+const (
+	StatusRunning  Status = "running"
+	StatusStopping Status = "stopping" // Kill was called; it has not ended yet
+	StatusExited   Status = "exited"   // it ended; the result is final
+)
+
+// Pid is the process id of the command's runner.
+func (p *Process) Pid() int { return p.j.cmd.Pid() }
+
+// Resolved is what was spawned.
+func (p *Process) Resolved() Resolved { return p.j.r }
+
+// Status reports whether the process runs, is being stopped, or has ended.
+func (p *Process) Status() Status {
+	select {
+	case <-p.j.settled:
+		return StatusExited
+	default:
+	}
+	p.j.mu.Lock()
+	defer p.j.mu.Unlock()
+	if p.j.stopping {
+		return StatusStopping
+	}
+	return StatusRunning
+}
+
+// Delta is the output of a background process since the previous Read.
+type Delta struct {
+	Stdout, Stderr string
+	// Lossy: some unread bytes had already fallen out of the in-memory
+	// tail; SpillPaths lists the spill files that still hold everything.
+	Lossy      bool
+	SpillPaths []string
+}
+
+// Read consumes the output written since the previous Read.
+func (p *Process) Read() Delta {
+	var d Delta
+	var outLossy, errLossy bool
+	var outSpill, errSpill string
+	d.Stdout, outLossy, outSpill = p.j.out.consume()
+	d.Stderr, errLossy, errSpill = p.j.err.consume()
+	d.Lossy = outLossy || errLossy
+	if d.Lossy {
+		for _, s := range []string{outSpill, errSpill} {
+			if s != "" {
+				d.SpillPaths = append(d.SpillPaths, s)
+			}
+		}
+	}
+	return d
+}
+
+// Done is closed when the process has ended and its result is final.
+func (p *Process) Done() <-chan struct{} { return p.j.settled }
+
+// Wait waits for the process to end, or for ctx; cancelling ctx stops the
+// wait, not the process.
+func (p *Process) Wait(ctx context.Context) (*RunResult, error) {
+	select {
+	case <-p.j.settled:
+		return p.j.result, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// Result returns the final result, or nil while the process runs.
+func (p *Process) Result() *RunResult {
+	select {
+	case <-p.j.settled:
+		return p.j.result
+	default:
+		return nil
+	}
+}
+
+// Kill stops the process: SIGTERM to its process group, SIGKILL to the whole
+// tree after the grace. It returns at once; Wait or Done tell when it ended.
+// It reports false when the process had already ended.
+func (p *Process) Kill() bool {
+	p.j.mu.Lock()
+	ended := p.j.exited
+	p.j.mu.Unlock()
+	if ended {
+		return false
+	}
+	p.j.stop(causeKill)
+	return true
+}
+
+// OnSettled calls f with the final result once the process has ended (at
+// once, in this goroutine, when it already has). f must not block.
+func (p *Process) OnSettled(f func(*RunResult)) {
+	p.j.mu.Lock()
+	if p.j.result == nil {
+		p.j.onSettle = append(p.j.onSettle, f)
+		p.j.mu.Unlock()
+		return
+	}
+	res := p.j.result
+	p.j.mu.Unlock()
+	f(res)
+}
