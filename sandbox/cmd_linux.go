@@ -67,7 +67,7 @@ type Cmd struct {
 	// nil means /dev/null.
 	Stdin, Stdout, Stderr *os.File
 	// Runner is the binary re-executed as the runner: any binary that
-	// links this package. "" means this executable.
+	// links this package. "" means this executable (/proc/self/exe).
 	Runner string
 
 	proc     *os.Process
@@ -110,11 +110,9 @@ func (c *Cmd) Start() error {
 	}
 	runnerPath := c.Runner
 	if runnerPath == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return &SetupError{Detail: fmt.Sprintf("cannot find the runner binary: %v", err)}
-		}
-		runnerPath = exe
+		// This very binary, even if its file was replaced or removed
+		// since it started.
+		runnerPath = selfExe
 	}
 	prep, err := prepare(c.Policy)
 	if err != nil {
@@ -327,6 +325,9 @@ func (c *Cmd) Pid() int {
 	}
 	return c.proc.Pid
 }
+
+// selfExe names the running binary, whatever became of its path.
+const selfExe = "/proc/self/exe"
 
 // killAskGrace is how long Kill lets a runner without a pid namespace kill
 // the tree itself before killing the runner.

@@ -1,5 +1,12 @@
 // Package sandbox runs commands confined by a [modes.Policy].
 //
+// [Executor] is what a harness links: it runs `bash -c` commands under a
+// mode in the foreground ([Executor.Run]) or the background
+// ([Executor.Start], [Process]), with output tails and spill files,
+// timeouts, abort, whole-tree kills, a scrubbed environment and fail-closed
+// classification ([SandboxUnavailableError]). [Cmd] is the lower level: one
+// confined process, shaped like os/exec.
+//
 // # Process model
 //
 // A supervisor — [Cmd], in dsh-sandbox-run or in a harness linking this

@@ -186,7 +186,7 @@ func (j *job) start() error {
 	if !j.r.Mode.Confines() {
 		// No sandbox runner: the process-tree keeper is this very binary
 		// (it links the runner), whatever runner is configured.
-		cmd.Runner = "/proc/self/exe"
+		cmd.Runner = selfExe
 	}
 	if err := cmd.Start(); err != nil {
 		fail(nil)
@@ -225,15 +225,41 @@ func pipe() (r, w *os.File, err error) {
 	return r, w, nil
 }
 
+// readBuffers are shared by every drain: a buffer is taken only once the
+// pipe is readable, so an idle background command holds none.
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// drain copies a pipe into its collector until EOF, an error, or the read
+// deadline set after the grace.
 func (j *job) drain(r *os.File, c *collector) {
 	defer j.readers.Done()
-	buf := make([]byte, 256<<10)
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
 	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			c.Write(buf[:n])
+		var buf *[]byte
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			buf = readBuffers.Get().(*[]byte)
+			for n, rerr = unix.Read(int(fd), *buf); rerr == unix.EINTR; {
+				n, rerr = unix.Read(int(fd), *buf)
+			}
+			if rerr == unix.EAGAIN {
+				readBuffers.Put(buf)
+				buf = nil
+				return false // wait until readable
+			}
+			return true
+		})
+		if buf != nil {
+			if n > 0 {
+				c.Write((*buf)[:n])
+			}
+			readBuffers.Put(buf)
 		}
-		if err != nil {
+		if err != nil || rerr != nil || n <= 0 {
 			return
 		}
 	}
@@ -312,10 +338,11 @@ func (j *job) supervise(timer *time.Timer) {
 	callbacks := j.onSettle
 	j.onSettle = nil
 	j.mu.Unlock()
-	close(j.settled)
+	// Callbacks run before Done closes: whoever waits sees their effects.
 	for _, f := range callbacks {
 		f(out)
 	}
+	close(j.settled)
 }
 
 // stop terminates the command for cause: SIGTERM to its process group,
@@ -354,6 +381,9 @@ func (e *Executor) Run(ctx context.Context, req Request) (*RunResult, error) {
 	}
 	<-j.settled
 	if j.waitErr != nil {
+		if !j.r.Mode.Confines() {
+			return nil, fmt.Errorf("sandbox: the process keeper was lost: %w", j.waitErr)
+		}
 		return nil, &SandboxUnavailableError{Mode: j.r.Mode, Detail: "the sandbox runner was lost: " + j.waitErr.Error(), Err: j.waitErr}
 	}
 	if j.result.Aborted {
@@ -396,13 +426,11 @@ func (p *Process) Resolved() Resolved { return p.j.r }
 
 // Status reports whether the process runs, is being stopped, or has ended.
 func (p *Process) Status() Status {
-	select {
-	case <-p.j.settled:
-		return StatusExited
-	default:
-	}
 	p.j.mu.Lock()
 	defer p.j.mu.Unlock()
+	if p.j.result != nil {
+		return StatusExited
+	}
 	if p.j.stopping {
 		return StatusStopping
 	}
@@ -452,12 +480,9 @@ func (p *Process) Wait(ctx context.Context) (*RunResult, error) {
 
 // Result returns the final result, or nil while the process runs.
 func (p *Process) Result() *RunResult {
-	select {
-	case <-p.j.settled:
-		return p.j.result
-	default:
-		return nil
-	}
+	p.j.mu.Lock()
+	defer p.j.mu.Unlock()
+	return p.j.result
 }
 
 // Kill stops the process: SIGTERM to its process group, SIGKILL to the whole
@@ -475,7 +500,8 @@ func (p *Process) Kill() bool {
 }
 
 // OnSettled calls f with the final result once the process has ended (at
-// once, in this goroutine, when it already has). f must not block.
+// once, in this goroutine, when it already has). Callbacks run before Done
+// is closed; f must not block or wait for the process.
 func (p *Process) OnSettled(f func(*RunResult)) {
 	p.j.mu.Lock()
 	if p.j.result == nil {
