@@ -175,6 +175,12 @@ func (e *Executor) Workspace() string { return e.workspace }
 // SpillDir is the executor's private spill directory.
 func (e *Executor) SpillDir() string { return e.spillDir }
 
+func (e *Executor) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
 // Close kills every command the executor still runs (SIGTERM, then SIGKILL
 // after the grace) and waits for them to settle. Spill files are left in
 // place: their paths may have been handed out. Later calls fail with
@@ -275,20 +281,6 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		}
 		base = filepath.Clean(req.Session.Workspace)
 	}
-	switch {
-	case req.Workdir == "":
-		r.Workdir = base
-	case filepath.IsAbs(req.Workdir):
-		r.Workdir = filepath.Clean(req.Workdir)
-	default:
-		r.Workdir = filepath.Join(base, req.Workdir)
-	}
-	if fi, err := os.Stat(r.Workdir); err != nil {
-		return Resolved{}, invalidf("workdir %q: %v", r.Workdir, errors.Unwrap(err))
-	} else if !fi.IsDir() {
-		return Resolved{}, invalidf("workdir %q is not a directory", r.Workdir)
-	}
-
 	timeout := float64(e.cfg.DefaultTimeout) / float64(time.Millisecond)
 	if req.TimeoutMs != nil {
 		v := *req.TimeoutMs
@@ -328,6 +320,23 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		return Resolved{}, err
 	}
 	r.Policy = policy
+
+	// Workdirs resolve against the canonical workspace the policy uses, so
+	// confinement and spawn never read one path two ways.
+	base = policy.Workspace
+	switch {
+	case req.Workdir == "":
+		r.Workdir = base
+	case filepath.IsAbs(req.Workdir):
+		r.Workdir = filepath.Clean(req.Workdir)
+	default:
+		r.Workdir = filepath.Join(base, req.Workdir)
+	}
+	if fi, err := os.Stat(r.Workdir); err != nil {
+		return Resolved{}, invalidf("workdir %q: %v", r.Workdir, errors.Unwrap(err))
+	} else if !fi.IsDir() {
+		return Resolved{}, invalidf("workdir %q is not a directory", r.Workdir)
+	}
 	return r, nil
 }
 

@@ -88,6 +88,9 @@ func TestResolve(t *testing.T) {
 	wsC, _ := filepath.EvalSymlinks(ws)
 	e := newTestExecutor(t, Config{Mode: modes.WorkspaceWrite, Workspace: ws, MaxTimeout: 10 * time.Second, DefaultTimeout: 2 * time.Second})
 	sess := &Session{ID: "s1", Workspace: sessWS}
+	link := filepath.Join(t.TempDir(), "ws-link")
+	require.NoError(t, os.Symlink(sessWS, link))
+	viaLink := &Session{ID: "s2", Workspace: link}
 
 	tests := []struct {
 		name      string
@@ -101,6 +104,7 @@ func TestResolve(t *testing.T) {
 		{"relative to the executor workspace", Request{Command: "true", Workdir: "sub"}, filepath.Join(wsC, "sub"), 2000, modes.WorkspaceWrite, wsC},
 		{"session workspace is the default", Request{Command: "true", Session: sess}, sessWS, 2000, modes.WorkspaceWrite, sessWS},
 		{"relative to the session", Request{Command: "true", Session: sess, Workdir: "pkg"}, filepath.Join(sessWS, "pkg"), 2000, modes.WorkspaceWrite, sessWS},
+		{"a symlinked session workspace resolves to its target", Request{Command: "true", Session: viaLink, Workdir: "pkg"}, filepath.Join(sessWS, "pkg"), 2000, modes.WorkspaceWrite, sessWS},
 		{"explicit wins", Request{Command: "true", Session: sess, Workdir: ws}, ws, 2000, modes.WorkspaceWrite, sessWS},
 		{"timeout given", Request{Command: "true", TimeoutMs: ptr(1500.5)}, wsC, 1500.5, modes.WorkspaceWrite, wsC},
 		{"timeout capped", Request{Command: "true", TimeoutMs: ptr(1e12)}, wsC, 10000, modes.WorkspaceWrite, wsC},

@@ -107,10 +107,7 @@ func (e *Executor) launch(ctx context.Context, req Request, background bool) (*j
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))
 	}
-	e.mu.Lock()
-	closed := e.closed
-	e.mu.Unlock()
-	if closed {
+	if e.isClosed() {
 		return nil, ErrClosed
 	}
 
@@ -127,8 +124,18 @@ func (e *Executor) launch(ctx context.Context, req Request, background bool) (*j
 		return nil, err
 	}
 	e.mu.Lock()
-	e.live[j] = struct{}{}
+	closed := e.closed
+	if !closed {
+		e.live[j] = struct{}{}
+	}
 	e.mu.Unlock()
+	if closed {
+		// Close ran while this command started: it must not outlive it.
+		go j.supervise(nil)
+		j.stop(causeKill)
+		<-j.settled
+		return nil, ErrClosed
+	}
 
 	var timer *time.Timer
 	if !background {
