@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -15,13 +14,13 @@ var childDefaults = [...][2]string{
 	{"GIT_PAGER", "cat"},
 }
 
-var secretName = regexp.MustCompile(`(?i)KEY|PASSWORD|SECRET|TOKEN`)
-
 // Scrubbed reports whether a variable of the parent's environment is kept
 // from commands: its name looks like a credential (contains KEY, PASSWORD,
 // SECRET or TOKEN, in any case) or is a managed DSH_* name.
 func Scrubbed(name string) bool {
-	return secretName.MatchString(name) || strings.HasPrefix(strings.ToUpper(name), "DSH_")
+	u := strings.ToUpper(name) // the ASCII words of /KEY|PASSWORD|SECRET|TOKEN/i
+	return strings.Contains(u, "KEY") || strings.Contains(u, "PASSWORD") || strings.Contains(u, "SECRET") ||
+		strings.Contains(u, "TOKEN") || strings.HasPrefix(u, "DSH_")
 }
 
 // ChildEnv builds a command's environment: parent (KEY=VALUE entries)

@@ -227,8 +227,11 @@ func pipe() (r, w *os.File, err error) {
 		return nil, nil, fmt.Errorf("sandbox: output pipe: %w", err)
 	}
 	// Best effort: fewer wake-ups for bulky output. The default 64 KiB
-	// stays when the host refuses.
-	unix.FcntlInt(r.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+	// stays when the host refuses. (Through Control: r.Fd() would switch
+	// the pipe to blocking mode and pin a thread per blocked read.)
+	if rc, err := r.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20) })
+	}
 	return r, w, nil
 }
 
