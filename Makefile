@@ -6,7 +6,8 @@
 #   make test        gofmt, go vet, staticcheck (when installed), go test ./... (as CI runs it)
 #   make lint        install staticcheck from the Go module proxy and run it
 #   make bench-deps  install bubblewrap and hyperfine when missing
-#   make bench       spawn-overhead benchmark (bench/spawn.sh)
+#   make bench       spawn-overhead benchmark of the CLI (bench/spawn.sh) and the executor
+#                    benchmarks (bench/executor.sh)
 #   make clean       remove build output
 #
 # Environment passed through to the tests: DSH_REQUIRE_LANDLOCK, DSH_TEST_USER.
@@ -114,6 +115,7 @@ lint: deps
 
 bench: bench-deps build
 	bash bench/spawn.sh
+	bash bench/executor.sh
 
 clean:
 	rm -rf bin bench/results
