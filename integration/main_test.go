@@ -1,6 +1,9 @@
-// Package integration is the adversarial integration suite for dsh-sandbox-run.
+// Package integration is the adversarial integration suite for dsh-sandbox-run
+// and the sandbox Executor.
 //
-// It builds the CLI once (TestMain) and runs it on the real kernel, as root (when
+// It builds the CLI and the executor harness (internal/harness, a small
+// program driving an Executor from a JSON spec) once (TestMain) and runs them
+// on the real kernel, as root (when
 // the test process is root) and as an unprivileged user (env DSH_TEST_USER,
 // default "dshtest"). Every denial test checks the state of the world afterwards
 // and the denial facts of the --report JSON; every "allowed" twin checks that the
@@ -83,6 +86,10 @@ func runMain(m *testing.M) int {
 	helperErr = goBuild(root, degradeBin, "./integration/internal/degrade")
 	if helperErr != nil {
 		fmt.Fprintln(os.Stderr, "integration: build of the degrade helper failed:\n", helperErr)
+	}
+	harnessBin = filepath.Join(binDir, "harness")
+	if harnessErr = goBuild(root, harnessBin, "./integration/internal/harness"); harnessErr != nil {
+		fmt.Fprintln(os.Stderr, "integration: build of the executor harness failed:\n", harnessErr)
 	}
 	return m.Run()
 }

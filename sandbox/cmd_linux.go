@@ -48,6 +48,10 @@ type Result struct {
 	Denials []Denial
 	// Enforcement is how the command was confined.
 	Enforcement Enforcement
+	// RunnerLost says why, when the runner died of a signal Kill did not
+	// send before it could report the command's status (then Signal is the
+	// runner's). The command's session was killed with it.
+	RunnerLost string
 }
 
 // Cmd is a command to run under a sandbox policy. Fill the fields, then call
@@ -81,6 +85,10 @@ type Cmd struct {
 	done     chan struct{}
 	exit     *runnerMsg
 	lost     error
+	pidNS    bool // the command runs in the runner's pid namespace
+	cmdPid   int  // the command's pid as the runner sees it
+	killMu   sync.Mutex
+	killed   bool // Kill was called
 	waitOnce sync.Once
 	result   *Result
 	waitErr  error
@@ -211,6 +219,9 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		case msgReady:
 			c.proc, c.ctrl, c.facts, c.notifier = proc, ctrl, facts, n
 			c.enf = c.assess(m)
+			if m.Layers != nil {
+				c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
+			}
 			c.done = make(chan struct{})
 			go c.monitor()
 			return nil
@@ -242,10 +253,29 @@ func (c *Cmd) monitor() {
 	}
 	c.state, _ = c.proc.Wait()
 	c.ctrl.Close()
+	if c.exit == nil && !c.pidNS {
+		// The runner's relay is gone without the command's status (Kill,
+		// or killed from outside). Its inner keeper kills the tree; should
+		// both have been killed, the orphans went to init: end the
+		// command's session here, and stop waiting for the rest after a
+		// while — whatever escaped by setsid stays confined by Landlock and
+		// the filter, whose notified calls fail once the listener closes.
+		killSession(c.cmdPid)
+		if c.notifier != nil {
+			select {
+			case <-c.notifier.done:
+			case <-time.After(lostRunnerWait):
+				c.notifier.stop()
+			}
+		}
+	}
 	if c.notifier != nil {
 		c.notifier.wait()
 	}
 }
+
+// lostRunnerWait bounds the wait for a lost runner's processes to go.
+const lostRunnerWait = time.Second
 
 // Wait waits for the command and everything it started to end, and returns
 // its Result. When the runner was killed by a signal before it could report
@@ -272,6 +302,12 @@ func (c *Cmd) Wait() (*Result, error) {
 			if ws.Signaled() {
 				r.Signal = ws.Signal()
 				r.ExitCode = 128 + int(r.Signal)
+				c.killMu.Lock()
+				killed := c.killed
+				c.killMu.Unlock()
+				if !killed {
+					r.RunnerLost = fmt.Sprintf("the sandbox runner was killed by %s before the command ended", SignalName(r.Signal))
+				}
 			} else {
 				c.waitErr = fmt.Errorf("sandbox: the runner ended without the command's status (%v)", c.state)
 				return
@@ -298,6 +334,9 @@ func (c *Cmd) Kill() error {
 	if c.proc == nil {
 		return errors.New("sandbox: not started")
 	}
+	c.killMu.Lock()
+	c.killed = true
+	c.killMu.Unlock()
 	if !c.Policy.Mode.Confines() || !c.enfHas(LayerPIDNS) {
 		sendMsg(c.ctrl, runnerMsg{Kind: msgKill}, -1)
 		select {

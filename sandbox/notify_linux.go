@@ -29,6 +29,10 @@ type notifier struct {
 	facts  *factLog
 	conns  sync.WaitGroup
 	done   chan struct{}
+	// stopR/stopW wake run to end it early: closing the listener makes
+	// every pending and later notified call fail (ENOSYS), still denied.
+	stopMu       sync.Mutex
+	stopR, stopW int // -1 once closed
 }
 
 func newNotifier(fd int, p modes.Policy, facts *factLog) (*notifier, error) {
@@ -37,7 +41,22 @@ func newNotifier(fd int, p modes.Policy, facts *factLog) (*notifier, error) {
 		unix.Close(fd)
 		return nil, err
 	}
-	return &notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: facts, done: make(chan struct{})}, nil
+	var stop [2]int
+	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("notifier: %w", err)
+	}
+	return &notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: facts, done: make(chan struct{}),
+		stopR: stop[0], stopW: stop[1]}, nil
+}
+
+// stop ends run even while processes still use the filter.
+func (n *notifier) stop() {
+	n.stopMu.Lock()
+	defer n.stopMu.Unlock()
+	if n.stopW >= 0 {
+		unix.Write(n.stopW, []byte{0})
+	}
 }
 
 // run serves notifications until every process holding the filter is gone.
@@ -49,15 +68,25 @@ func (n *notifier) run() {
 			unix.Close(n.rootfd)
 		}
 	}()
+	defer func() {
+		n.stopMu.Lock()
+		unix.Close(n.stopR)
+		unix.Close(n.stopW)
+		n.stopR, n.stopW = -1, -1
+		n.stopMu.Unlock()
+	}()
 	seccomp.SetSyncWakeup(n.fd)
-	fds := []unix.PollFd{{Fd: int32(n.fd), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(n.fd), Events: unix.POLLIN}, {Fd: int32(n.stopR), Events: unix.POLLIN}}
 	for {
-		fds[0].Revents = 0
+		fds[0].Revents, fds[1].Revents = 0, 0
 		if _, err := unix.Poll(fds, -1); err != nil {
 			if err == unix.EINTR {
 				continue
 			}
 			break
+		}
+		if fds[1].Revents != 0 {
+			break // stopped
 		}
 		if fds[0].Revents&unix.POLLIN == 0 {
 			break // POLLHUP: no task uses the filter any more

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -102,3 +103,33 @@ func BecomeSubreaper() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1,
 // CloseOnExecFrom marks every fd >= from close-on-exec, so an fd leaked to
 // this process cannot reach the runner or the command.
 func CloseOnExecFrom(from int) error { return cloexecFrom(from) }
+
+// killSession SIGKILLs every process of session sid until none is left. A
+// session id stays allocated while any member lives, so it cannot name an
+// unrelated process.
+func killSession(sid int) {
+	if sid <= 1 {
+		return
+	}
+	for round := 0; round < 100; round++ {
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			return
+		}
+		found := false
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if s, err := unix.Getsid(pid); err == nil && s == sid {
+				unix.Kill(pid, unix.SIGKILL)
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -37,6 +37,9 @@ type runnerLayers struct {
 	Landlock  bool   `json:"landlock"`
 	Seccomp   bool   `json:"seccomp"`
 	Notify    bool   `json:"notify"`
+	// CmdPid is the command's pid in the runner's pid namespace (the
+	// host's when the runner made none).
+	CmdPid int `json:"cmd_pid"`
 }
 
 // specTokens encodes the runner's spec: NUL-separated tokens, "dsh1", then

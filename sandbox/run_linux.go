@@ -52,9 +52,11 @@ type Facts struct {
 	// Enforcement is how the command was confined (level none for
 	// danger-full-access).
 	Enforcement Enforcement `json:"enforcement"`
-	// RunnerFailed: the runner was lost after the command started (the
-	// result of a background command; a foreground Run returns a
-	// *SandboxUnavailableError instead). RunnerFailure says why.
+	// RunnerFailed: the runner was lost after the command started (killed
+	// from outside, or it failed); RunnerFailure says why. The command's
+	// session was killed; ExitCode is the runner's death signal, or 125
+	// when nothing is known. (A runner that cannot confine before the
+	// command starts is an error, *SandboxUnavailableError, never a result.)
 	RunnerFailed  bool   `json:"runnerFailed,omitempty"`
 	RunnerFailure string `json:"runnerFailure,omitempty"`
 }
@@ -86,7 +88,6 @@ type job struct {
 	exited   bool // the command's status is known
 	stopping bool
 	result   *RunResult
-	waitErr  error
 	onSettle []func(*RunResult)
 
 	exitedCh chan struct{} // closed when the command's status is known
@@ -317,8 +318,12 @@ func (j *job) supervise(timer *time.Timer) {
 	if err != nil {
 		out.Sandbox.RunnerFailed = true
 		out.Sandbox.RunnerFailure = err.Error()
-		out.ExitCode = -1
+		out.ExitCode = 125 // status unknown: the sandbox's own failure code
 	} else {
+		if res.RunnerLost != "" {
+			out.Sandbox.RunnerFailed = true
+			out.Sandbox.RunnerFailure = res.RunnerLost
+		}
 		out.ExitCode = res.ExitCode
 		if res.Signal != 0 {
 			out.Signal = SignalName(res.Signal)
@@ -344,7 +349,6 @@ func (j *job) supervise(timer *time.Timer) {
 	}
 	out.TimeoutMs = j.r.TimeoutMs
 	j.result = out
-	j.waitErr = err
 	callbacks := j.onSettle
 	j.onSettle = nil
 	j.mu.Unlock()
@@ -390,12 +394,6 @@ func (e *Executor) Run(ctx context.Context, req Request) (*RunResult, error) {
 		return nil, err
 	}
 	<-j.settled
-	if j.waitErr != nil {
-		if !j.r.Mode.Confines() {
-			return nil, fmt.Errorf("sandbox: the process keeper was lost: %w", j.waitErr)
-		}
-		return nil, &SandboxUnavailableError{Mode: j.r.Mode, Detail: "the sandbox runner was lost: " + j.waitErr.Error(), Err: j.waitErr}
-	}
 	if j.result.Aborted {
 		return j.result, fmt.Errorf("%w: %w", ErrAborted, context.Cause(ctx))
 	}

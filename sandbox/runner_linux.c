@@ -228,6 +228,9 @@ static const char *opt_str(const char *key) {
 
 static pid_t child;
 static int pid1;
+// keeper_death_signal is the parent-death signal of an inner keeper: its
+// relay is gone, so it kills the tree.
+#define keeper_death_signal (SIGRTMIN + 3)
 
 // kill_tree kills every process left in the sandbox and reaps it.
 static void kill_tree(void) {
@@ -297,6 +300,10 @@ static void supervise(int sfd) {
 		if (pfd[0].revents) {
 			struct signalfd_siginfo si;
 			if (read(sfd, &si, sizeof si) != sizeof si) continue;
+			if ((int)si.ssi_signo == keeper_death_signal && !pid1) {
+				kill_tree(); // the relay is gone
+				_exit(1);
+			}
 			if (si.ssi_signo != SIGCHLD) {
 				if (kill(-child, si.ssi_signo) < 0) kill(child, si.ssi_signo);
 				continue;
@@ -372,28 +379,34 @@ static void enter_namespaces(int want_net) {
 	}
 }
 
-// relay is what stays of the runner when its child is pid 1 of the new pid
-// namespace: it passes signals on to that init and ends with it. If the
-// relay dies, the init's parent-death signal kills the whole namespace.
-static void relay(pid_t init) {
+// relay is what stays of the runner once its child keeps the command: the
+// init of the new pid namespace, or, without one, an inner keeper. It passes
+// signals on to that child and ends with it. If the relay dies, the child's
+// parent-death signal ends the tree (the kernel kills a pid namespace with
+// its init; an inner keeper kills its tree). If the inner keeper dies
+// instead, its orphans come to the relay (a child subreaper too), which
+// kills them: killing either process never leaves the command running.
+static void relay(pid_t init, int subreaper) {
 	sigset_t all;
 	sigfillset(&all);
 	int sfd = signalfd(-1, &all, SFD_CLOEXEC);
 	for (;;) {
 		struct signalfd_siginfo si;
+		int st;
 		if (sfd < 0 || read(sfd, &si, sizeof si) != sizeof si) {
-			int st;
-			if (waitpid(init, &st, 0) == init || errno == ECHILD) _exit(0);
+			if (waitpid(init, &st, 0) == init || errno == ECHILD) break;
 			continue;
 		}
 		if (si.ssi_signo == SIGCHLD) {
-			int st;
-			if (waitpid(init, &st, WNOHANG) == init) _exit(0);
+			if (waitpid(init, &st, WNOHANG) == init) break;
 			continue;
 		}
 		kill(init, si.ssi_signo);
 	}
+	if (subreaper) kill_tree();
+	_exit(0);
 }
+
 
 // recv_bpf receives the seccomp program, with the Landlock ruleset fd
 // attached (SCM_RIGHTS) when there is one.
@@ -432,7 +445,7 @@ static void setup_namespaces(int want_net) {
 		send_msg(im);
 		close(gate[1]);
 		close(gate[0]);
-		relay(init);
+		relay(init, 0);
 	}
 	close(gate[1]);
 	char c;
@@ -516,10 +529,27 @@ static void runner_main(char **argv) {
 
 	// 7. Start the command in a new session; stay as its init.
 	pid1 = getpid() == 1;
-	if (!pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) fail("set child subreaper: %s", strerror(errno));
+	if (!pid1) {
+		// No pid namespace: a relay (this process) and an inner keeper,
+		// both child subreapers, so that no single kill from outside frees
+		// the command's tree (see relay).
+		if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) fail("set child subreaper: %s", strerror(errno));
+		sigset_t all, prev;
+		sigfillset(&all);
+		sigprocmask(SIG_BLOCK, &all, &prev);
+		pid_t outer = getpid();
+		pid_t keeper = fork();
+		if (keeper < 0) fail("fork: %s", strerror(errno));
+		if (keeper > 0) relay(keeper, 1);
+		if (prctl(PR_SET_PDEATHSIG, keeper_death_signal, 0, 0, 0) < 0) fail("set parent-death signal: %s", strerror(errno));
+		if (getppid() != outer) _exit(125);
+		if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) fail("set child subreaper: %s", strerror(errno));
+		sigprocmask(SIG_SETMASK, &prev, NULL);
+	}
 	sigset_t mask, old;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, keeper_death_signal);
 	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&mask, forwarded[i]);
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
@@ -567,9 +597,9 @@ static void runner_main(char **argv) {
 #define B(x) ((x) ? "true" : "false")
 	snprintf(msg, sizeof msg,
 	         "{\"kind\":\"ready\",\"layers\":{\"user\":%s,\"mount\":%s,\"pid\":%s,\"net\":%s,\"ipc\":%s,\"uts\":%s,"
-	         "\"mount_view\":%s,\"fresh_proc\":%s,\"landlock\":%s,\"seccomp\":%s,\"notify\":%s,\"ns_error\":",
+	         "\"mount_view\":%s,\"fresh_proc\":%s,\"landlock\":%s,\"seccomp\":%s,\"notify\":%s,\"cmd_pid\":%d,\"ns_error\":",
 	         B(ns_user), B(ns_mount), B(ns_pid), B(ns_net), B(ns_ipc), B(ns_uts), B(mount_view), B(fresh_proc), B(landlock),
-	         B(confine), B(notify));
+	         B(confine), B(notify), (int)child);
 #undef B
 	json_str(msg, sizeof msg - 2, ns_error);
 	strcat(msg, "},\"detail\":");

@@ -1,0 +1,455 @@
+// Command harness drives a sandbox.Executor from a JSON spec, so that the
+// integration suite can run the executor on the real kernel as root and as an
+// unprivileged user, and can kill the process that hosts it. It is its own
+// sandbox runner (it links package sandbox).
+//
+//	harness [-spec FILE | -spec-fd N] < spec.json
+//
+// The spec is a Spec: an executor Config, then one action.
+//
+//	run         Run Request (cancelling its context after abort_after_ms
+//	            when set) and print an Output with its result and error.
+//	start       Start Request in the background; Kill it after kill_after_ms
+//	            or once its stdout contains kill_on; cancel its context after
+//	            abort_after_ms; Read a Delta every read_every_ms (and once at
+//	            the end); print the final result and the deltas.
+//	concurrent  Run every request of Requests in parallel; print their
+//	            outcomes in order.
+//	hold        Start every request of Requests, wait until the stdout of
+//	            each contains ready_on, print one line "READY <json>" with the
+//	            runner pids, then block forever (the test SIGKILLs us), or
+//	            exit at once with exit_after_ready.
+//
+// With survivors_of set, after the action the harness waits up to 2 s for
+// no process whose command line contains that string to remain, and reports
+// those still there. Every Output reports the harness's pid, its memory
+// (VmRSS before the action, VmHWM after it) and its environment before and
+// after the action.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// Config is the executor's configuration (zero values: the defaults).
+type Config struct {
+	Mode        string `json:"mode"`
+	Workspace   string `json:"workspace"`
+	KillGraceMs int    `json:"kill_grace_ms"`
+	TailBytes   int    `json:"tail_bytes"`
+	SpillCap    int64  `json:"spill_cap"`
+	Runner      string `json:"runner"`
+	SpillDir    string `json:"spill_dir"`
+	Network     bool   `json:"network"`
+	Shell       string `json:"shell"`
+}
+
+// Session is a sandbox.Session.
+type Session struct {
+	ID        string `json:"id"`
+	Workspace string `json:"workspace"`
+}
+
+// Request is a sandbox.Request; a nil Stdin means none.
+type Request struct {
+	Command        string            `json:"command"`
+	Workdir        string            `json:"workdir"`
+	TimeoutMs      *float64          `json:"timeout_ms"`
+	Mode           string            `json:"mode"`
+	Session        *Session          `json:"session"`
+	Stdin          *string           `json:"stdin"`
+	Env            map[string]string `json:"env"`
+	DshEnv         map[string]string `json:"dsh_env"`
+	StdoutMaxBytes int               `json:"stdout_max_bytes"`
+}
+
+// Spec is the harness's input.
+type Spec struct {
+	Config       Config    `json:"config"`
+	Action       string    `json:"action"`
+	Request      Request   `json:"request"`
+	Requests     []Request `json:"requests"`
+	AbortAfterMs int       `json:"abort_after_ms"`
+	KillAfterMs  int       `json:"kill_after_ms"`
+	KillOn       string    `json:"kill_on"`
+	ReadEveryMs  int       `json:"read_every_ms"`
+	ReadyOn      string    `json:"ready_on"`
+	SurvivorsOf  string    `json:"survivors_of"`
+	// hold: exit(0) once ready instead of blocking
+	ExitAfterReady bool `json:"exit_after_ready"`
+}
+
+// ErrorInfo classifies an error.
+type ErrorInfo struct {
+	Text               string `json:"text"`
+	SandboxUnavailable bool   `json:"sandbox_unavailable"`
+	Code               string `json:"code,omitempty"`
+	ExecError          bool   `json:"exec_error"`
+	NotExist           bool   `json:"not_exist"`
+	Aborted            bool   `json:"aborted"`
+	Canceled           bool   `json:"canceled"`
+	Invalid            bool   `json:"invalid"`
+	Closed             bool   `json:"closed"`
+}
+
+// Outcome is the end of one command.
+type Outcome struct {
+	Result    *sandbox.RunResult `json:"result"`
+	Error     *ErrorInfo         `json:"error"`
+	ElapsedMs float64            `json:"elapsed_ms"`
+	// start only
+	Deltas          []sandbox.Delta `json:"deltas,omitempty"`
+	KillCalled      bool            `json:"kill_called,omitempty"`
+	KillReturned    bool            `json:"kill_returned,omitempty"`
+	StatusAfterKill string          `json:"status_after_kill,omitempty"`
+	KillAfterDone   *bool           `json:"kill_after_done,omitempty"`
+	StatusAtEnd     string          `json:"status_at_end,omitempty"`
+}
+
+// Output is the harness's output.
+type Output struct {
+	Pid         int       `json:"pid"`
+	SpillDir    string    `json:"spill_dir"`
+	Workspace   string    `json:"workspace"`
+	Outcome               // run, start
+	Results     []Outcome `json:"results,omitempty"` // concurrent
+	RSSBeforeKB int64     `json:"rss_before_kb"`
+	HWMAfterKB  int64     `json:"hwm_after_kb"`
+	EnvBefore   []string  `json:"env_before"`
+	EnvAfter    []string  `json:"env_after"`
+	Survivors   []string  `json:"survivors"`
+	NewExecErr  string    `json:"new_executor_error,omitempty"`
+	CloseErr    string    `json:"close_error,omitempty"`
+}
+
+func main() {
+	specPath := flag.String("spec", "", "read the spec from this file instead of stdin")
+	specFD := flag.Int("spec-fd", -1, "read the spec from this inherited descriptor instead of stdin")
+	flag.Parse()
+	var in io.Reader = os.Stdin
+	switch {
+	case *specFD >= 0:
+		f := os.NewFile(uintptr(*specFD), "spec")
+		defer f.Close()
+		in = f
+	case *specPath != "":
+		f, err := os.Open(*specPath)
+		if err != nil {
+			fatal(err)
+		}
+		defer f.Close()
+		in = f
+	}
+	var spec Spec
+	dec := json.NewDecoder(in)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		fatal(fmt.Errorf("bad spec: %w", err))
+	}
+
+	out := Output{Pid: os.Getpid(), EnvBefore: os.Environ(), Survivors: []string{}}
+	e, err := newExecutor(spec.Config)
+	if err != nil {
+		out.NewExecErr, out.EnvAfter = err.Error(), os.Environ()
+		emit(out)
+		return
+	}
+	out.SpillDir, out.Workspace = e.SpillDir(), e.Workspace()
+
+	out.RSSBeforeKB = procStatusKB("VmRSS")
+	switch spec.Action {
+	case "run":
+		out.Outcome = run(e, spec.Request, spec.AbortAfterMs)
+	case "start":
+		out.Outcome = start(e, spec)
+	case "concurrent":
+		out.Results = make([]Outcome, len(spec.Requests))
+		var wg sync.WaitGroup
+		for i, r := range spec.Requests {
+			wg.Go(func() { out.Results[i] = run(e, r, spec.AbortAfterMs) })
+		}
+		wg.Wait()
+	case "hold":
+		hold(e, spec)
+	default:
+		fatal(fmt.Errorf("unknown action %q", spec.Action))
+	}
+	out.HWMAfterKB = procStatusKB("VmHWM")
+	out.EnvAfter = os.Environ()
+	if spec.SurvivorsOf != "" {
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			out.Survivors = withCmdline(spec.SurvivorsOf)
+			if len(out.Survivors) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := e.Close(); err != nil {
+		out.CloseErr = err.Error()
+	}
+	emit(out)
+}
+
+func newExecutor(c Config) (*sandbox.Executor, error) {
+	cfg := sandbox.Config{
+		Workspace: c.Workspace,
+		KillGrace: time.Duration(c.KillGraceMs) * time.Millisecond,
+		TailBytes: c.TailBytes,
+		SpillCap:  c.SpillCap,
+		Runner:    c.Runner,
+		SpillDir:  c.SpillDir,
+		Network:   c.Network,
+		Shell:     c.Shell,
+	}
+	if c.Mode != "" {
+		m, err := modes.Parse(c.Mode)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Mode = m
+	}
+	return sandbox.NewExecutor(cfg)
+}
+
+func request(r Request) (sandbox.Request, error) {
+	req := sandbox.Request{
+		Command:        r.Command,
+		Workdir:        r.Workdir,
+		TimeoutMs:      r.TimeoutMs,
+		Env:            r.Env,
+		DshEnv:         r.DshEnv,
+		StdoutMaxBytes: r.StdoutMaxBytes,
+	}
+	if r.Mode != "" {
+		m, err := modes.Parse(r.Mode)
+		if err != nil {
+			return req, err
+		}
+		req.Mode = &m
+	}
+	if r.Session != nil {
+		req.Session = &sandbox.Session{ID: r.Session.ID, Workspace: r.Session.Workspace}
+	}
+	if r.Stdin != nil {
+		req.Stdin = strings.NewReader(*r.Stdin)
+	}
+	return req, nil
+}
+
+func run(e *sandbox.Executor, r Request, abortAfterMs int) Outcome {
+	req, err := request(r)
+	if err != nil {
+		fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Now() // before the abort timer: elapsed >= abort + grace
+	if abortAfterMs > 0 {
+		time.AfterFunc(time.Duration(abortAfterMs)*time.Millisecond, cancel)
+	}
+	res, err := e.Run(ctx, req)
+	return Outcome{Result: res, Error: classify(err), ElapsedMs: ms(time.Since(t0))}
+}
+
+func start(e *sandbox.Executor, spec Spec) Outcome {
+	req, err := request(spec.Request)
+	if err != nil {
+		fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t0 := time.Now()
+	p, err := e.Start(ctx, req)
+	if err != nil {
+		return Outcome{Error: classify(err), ElapsedMs: ms(time.Since(t0))}
+	}
+	var o Outcome
+	if spec.AbortAfterMs > 0 {
+		time.AfterFunc(time.Duration(spec.AbortAfterMs)*time.Millisecond, cancel)
+	}
+	var killOnce sync.Once
+	kill := func() {
+		killOnce.Do(func() {
+			o.KillCalled, o.KillReturned = true, p.Kill()
+			o.StatusAfterKill = string(p.Status())
+		})
+	}
+	var killTimer <-chan time.Time
+	if spec.KillAfterMs > 0 {
+		killTimer = time.After(time.Duration(spec.KillAfterMs) * time.Millisecond)
+	}
+	every := time.Duration(spec.ReadEveryMs) * time.Millisecond
+	if every <= 0 {
+		every = 20 * time.Millisecond
+	}
+	reading := spec.ReadEveryMs > 0 || spec.KillOn != ""
+	var seen strings.Builder
+	read := func() {
+		d := p.Read()
+		if d.Stdout != "" || d.Stderr != "" || d.Lossy || len(d.SpillPaths) > 0 {
+			o.Deltas = append(o.Deltas, d)
+		}
+		seen.WriteString(d.Stdout)
+		if spec.KillOn != "" && strings.Contains(seen.String(), spec.KillOn) {
+			kill()
+		}
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-p.Done():
+			break loop
+		case <-killTimer:
+			kill()
+		case <-tick.C:
+			if reading {
+				read()
+			}
+		}
+	}
+	if reading {
+		read()
+	}
+	res, werr := p.Wait(context.Background())
+	o.Result, o.Error, o.ElapsedMs = res, classify(werr), ms(time.Since(t0))
+	if p.Result() != res {
+		fatal(errors.New("Process.Result differs from Process.Wait"))
+	}
+	again := p.Kill()
+	o.KillAfterDone = &again
+	o.StatusAtEnd = string(p.Status())
+	return o
+}
+
+func hold(e *sandbox.Executor, spec Spec) {
+	ready := spec.ReadyOn
+	if ready == "" {
+		ready = "ready"
+	}
+	var pids []int
+	for _, r := range spec.Requests {
+		req, err := request(r)
+		if err != nil {
+			fatal(err)
+		}
+		p, err := e.Start(context.Background(), req)
+		if err != nil {
+			fatal(fmt.Errorf("start %q: %w", r.Command, err))
+		}
+		var seen strings.Builder
+		deadline := time.Now().Add(15 * time.Second)
+		for !strings.Contains(seen.String(), ready) {
+			if time.Now().After(deadline) {
+				fatal(fmt.Errorf("%q never printed %q (stdout %q)", r.Command, ready, seen.String()))
+			}
+			select {
+			case <-p.Done():
+				fatal(fmt.Errorf("%q ended before it was ready: %+v", r.Command, p.Result()))
+			case <-time.After(10 * time.Millisecond):
+			}
+			seen.WriteString(p.Read().Stdout)
+		}
+		pids = append(pids, p.Pid())
+	}
+	b, _ := json.Marshal(map[string]any{"pid": os.Getpid(), "runner_pids": pids})
+	fmt.Printf("READY %s\n", b)
+	os.Stdout.Sync()
+	if spec.ExitAfterReady {
+		os.Exit(0) // a host that ends without Close
+	}
+	select {}
+}
+
+func classify(err error) *ErrorInfo {
+	if err == nil {
+		return nil
+	}
+	info := &ErrorInfo{Text: err.Error()}
+	var su *sandbox.SandboxUnavailableError
+	if errors.As(err, &su) {
+		info.SandboxUnavailable, info.Code = true, su.Code()
+	}
+	var ee *sandbox.ExecError
+	info.ExecError = errors.As(err, &ee)
+	info.NotExist = errors.Is(err, os.ErrNotExist)
+	info.Aborted = errors.Is(err, sandbox.ErrAborted)
+	info.Canceled = errors.Is(err, context.Canceled)
+	info.Invalid = errors.Is(err, sandbox.ErrInvalidRequest)
+	info.Closed = errors.Is(err, sandbox.ErrClosed)
+	return info
+}
+
+// withCmdline lists "pid: cmdline" of live processes (not zombies) whose
+// command line contains s.
+func withCmdline(s string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(b, []byte(s)) {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat")); err == nil {
+			if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+				continue
+			}
+		}
+		out = append(out, fmt.Sprintf("%d: %q", pid, bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+	}
+	return out
+}
+
+// procStatusKB returns a "kB" field of /proc/self/status.
+func procStatusKB(field string) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			v, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return v
+		}
+	}
+	return -1
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func emit(out Output) {
+	enc := json.NewEncoder(os.Stdout)
+	if err := enc.Encode(out); err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "harness:", err)
+	os.Exit(2)
+}
