@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
@@ -328,36 +329,12 @@ func requireConfined(t *testing.T, r *sandbox.RunResult, mode string) {
 // ---------------------------------------------------------------------------
 // Host processes by a substring of their command line.
 
-// procsContaining lists "pid: cmdline" of live host processes (not zombies,
-// not this test process) whose command line contains s.
-func procsContaining(s string) []string {
-	var out []string
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(b, []byte(s)) {
-			continue
-		}
-		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
-			if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				continue
-			}
-		}
-		out = append(out, fmt.Sprintf("%d: %q", pid, bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
-	}
-	return out
-}
-
 // taggedNonce returns a fresh nonce; every process still carrying it in its
 // command line when the test ends is SIGKILLed.
 func taggedNonce(t *testing.T) string {
 	n := nonce()
 	t.Cleanup(func() {
-		for _, p := range procsContaining(n) {
+		for _, p := range procscan.WithCmdline(n) {
 			pid, _, _ := strings.Cut(p, ":")
 			if v, err := strconv.Atoi(pid); err == nil {
 				_ = syscall.Kill(v, syscall.SIGKILL)
@@ -373,7 +350,7 @@ func requireNoneLeft(t *testing.T, s string, grace time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(grace)
 	for {
-		ps := procsContaining(s)
+		ps := procscan.WithCmdline(s)
 		if len(ps) == 0 {
 			return
 		}
@@ -668,10 +645,10 @@ func TestExecutorHostExitKillsTrees(t *testing.T) {
 				if how == "sigkill" {
 					for _, s := range sleeps {
 						if err := pollCond(5*time.Second, func() bool { return len(procsWithCmdline("sleep", s)) == 1 }); err != nil {
-							t.Fatalf("`sleep %s` is not running before the host is killed (test precondition); processes: %q", s, procsContaining(n))
+							t.Fatalf("`sleep %s` is not running before the host is killed (test precondition); processes: %q", s, procscan.WithCmdline(n))
 						}
 					}
-					t.Logf("killing the harness; its trees: %q", procsContaining(n))
+					t.Logf("killing the harness; its trees: %q", procscan.WithCmdline(n))
 					if err := h.cmd.Process.Kill(); err != nil {
 						t.Fatal(err)
 					}
@@ -795,7 +772,7 @@ func TestExecutorRunnerKilledNoSurvivors(t *testing.T) {
 				runner = childRunner(c.h.cmd.Process.Pid, c.n)
 				return runner != 0 && len(procsWithCmdline("sleep", "1000"+c.n+"3")) == 1
 			}); err != nil {
-				t.Fatalf("%s: the command never ran (runner %d): %q; harness stderr %q", c.name, runner, procsContaining(c.n), c.h.stderr())
+				t.Fatalf("%s: the command never ran (runner %d): %q; harness stderr %q", c.name, runner, procscan.WithCmdline(c.n), c.h.stderr())
 			}
 			if err := syscall.Kill(runner, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
@@ -814,7 +791,7 @@ func TestExecutorRunnerKilledNoSurvivors(t *testing.T) {
 				case <-c.h.done:
 				default:
 					t.Fatalf("the runner was SIGKILLed and the executor has not reported the command's end 8 s later "+
-						"(a foreground timeout of 3000 ms was set for run); the command's processes: %q", procsContaining(c.n))
+						"(a foreground timeout of 3000 ms was set for run); the command's processes: %q", procscan.WithCmdline(c.n))
 				}
 				out := c.h.wait(t, time.Second)
 				if r := out.Result; r != nil {

@@ -29,7 +29,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,12 +36,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -195,7 +194,7 @@ func main() {
 	if spec.SurvivorsOf != "" {
 		deadline := time.Now().Add(2 * time.Second)
 		for {
-			out.Survivors = withCmdline(spec.SurvivorsOf)
+			out.Survivors = procscan.WithCmdline(spec.SurvivorsOf)
 			if len(out.Survivors) == 0 || time.Now().After(deadline) {
 				break
 			}
@@ -397,30 +396,6 @@ func classify(err error) *ErrorInfo {
 	info.Invalid = errors.Is(err, sandbox.ErrInvalidRequest)
 	info.Closed = errors.Is(err, sandbox.ErrClosed)
 	return info
-}
-
-// withCmdline lists "pid: cmdline" of live processes (not zombies) whose
-// command line contains s.
-func withCmdline(s string) []string {
-	var out []string
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(b, []byte(s)) {
-			continue
-		}
-		if st, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "stat")); err == nil {
-			if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				continue
-			}
-		}
-		out = append(out, fmt.Sprintf("%d: %q", pid, bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
-	}
-	return out
 }
 
 // procStatusKB returns a "kB" field of /proc/self/status.
