@@ -169,6 +169,9 @@ func NewExecutor(cfg Config) (*Executor, error) {
 // Mode is the executor's default mode.
 func (e *Executor) Mode() modes.Mode { return e.cfg.Mode }
 
+// Network reports whether confined commands may use the network.
+func (e *Executor) Network() bool { return e.cfg.Network }
+
 // Workspace is the executor's canonical workspace root.
 func (e *Executor) Workspace() string { return e.workspace }
 
