@@ -1,0 +1,83 @@
+package tool
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/tasks"
+)
+
+// taskHandle adapts a background sandbox.Process to the task runtime: reads
+// render the new output with the bash markers, and the end maps to a task
+// outcome.
+type taskHandle struct {
+	p        *sandbox.Process
+	confines bool
+
+	mu       sync.Mutex
+	reported bool // the sandbox markers of the end were read
+}
+
+var _ tasks.Handle = (*taskHandle)(nil)
+
+func newTaskHandle(p *sandbox.Process, confines bool) *taskHandle {
+	return &taskHandle{p: p, confines: confines}
+}
+
+// Read renders the output since the previous read: stdout, then [stderr]
+// and stderr, a notice when unread bytes were dropped from memory, and —
+// once, after the process settled — the denial marker (with the escalation
+// hint) or the runner-failure marker.
+func (h *taskHandle) Read() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// Settled before reading means the read below holds everything.
+	res := h.p.Result()
+	d := h.p.Read()
+	var parts []string
+	if d.Stdout != "" {
+		parts = append(parts, strings.TrimSuffix(d.Stdout, "\n"))
+	}
+	if d.Stderr != "" {
+		parts = append(parts, stderrHeading+"\n"+strings.TrimSuffix(d.Stderr, "\n"))
+	}
+	if d.Lossy {
+		parts = append(parts, LossyNotice(d.SpillPaths))
+	}
+	if res != nil && !h.reported {
+		h.reported = true
+		parts = append(parts, sandboxMarkers(res.Sandbox, h.confines)...)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Cancel stops the process: SIGTERM to its group, SIGKILL to the whole
+// tree after the grace.
+func (h *taskHandle) Cancel() { h.p.Kill() }
+
+// Done is closed once the process settled.
+func (h *taskHandle) Done() <-chan struct{} { return h.p.Done() }
+
+// Outcome maps the end: killed (Cancel or the runtime's context) with
+// "signal: <SIG>" or "killed before exit"; a lost runner: failed; anything
+// else: completed with "exit code: <N>".
+func (h *taskHandle) Outcome() tasks.Outcome {
+	return outcomeOf(h.p.Result())
+}
+
+func outcomeOf(r *sandbox.RunResult) tasks.Outcome {
+	switch {
+	case r == nil:
+		return tasks.Outcome{Status: tasks.StatusRunning}
+	case r.Sandbox.RunnerFailed:
+		return tasks.Outcome{Status: tasks.StatusFailed, Detail: "sandbox runner failed"}
+	case r.Killed || r.Aborted:
+		if r.Signal != "" {
+			return tasks.Outcome{Status: tasks.StatusKilled, Detail: "signal: " + r.Signal}
+		}
+		return tasks.Outcome{Status: tasks.StatusKilled, Detail: "killed before exit"}
+	}
+	return tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: " + strconv.Itoa(r.ExitCode)}
+}

@@ -1,0 +1,216 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/tasks"
+	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+)
+
+// Name is the bash tool's name.
+const Name = "bash"
+
+// TaskKind is the kind of the background tasks the bash tool starts.
+const TaskKind = "bash"
+
+// Errors the model sees (after "Error: ") besides argument validation.
+const (
+	errBackgroundDisabled    = "background execution is disabled for this bash tool"
+	errBackgroundUnavailable = "background tasks unavailable: load @deepseek-ai/dsh-tasks and @deepseek-ai/dsh-tool-tasks"
+	errNoEscalation          = "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)"
+	errAborted               = "tool call aborted"
+)
+
+// EnvFunc collects the managed DSH_* environment of one call (see package
+// envreg); background reports whether the call starts a background task.
+type EnvFunc func(ctx context.Context, c call.Context, background bool) (map[string]string, error)
+
+// Options configures the bash tool.
+type Options struct {
+	// Executor runs the commands. Required.
+	Executor *sandbox.Executor
+	// Tasks is the background task runtime; nil makes run_in_background
+	// fail with "background tasks unavailable".
+	Tasks *tasks.Runtime
+	// DisableBackground removes run_in_background from the schema and
+	// refuses calls that set it.
+	DisableBackground bool
+	// Approver asks the user about escalations; nil refuses them.
+	Approver Approver
+	// Sessions holds per-session modes; nil means none is ever set.
+	Sessions *SessionModes
+	// Env collects the managed DSH_* variables of each call; nil means none.
+	Env EnvFunc
+	// BackgroundContext bounds background commands (they outlive their
+	// call); cancelling it kills them. nil means context.Background().
+	BackgroundContext context.Context
+}
+
+// Bash is the model-facing bash tool. It implements call.Tool and is safe
+// for concurrent use.
+type Bash struct {
+	o        Options
+	confines bool
+	bgCtx    context.Context
+	schema   json.RawMessage
+	desc     string
+}
+
+var _ call.Tool = (*Bash)(nil)
+
+// New builds the bash tool.
+func New(o Options) (*Bash, error) {
+	if o.Executor == nil {
+		return nil, errors.New("tool: bash needs an executor")
+	}
+	b := &Bash{o: o, confines: o.Executor.Mode().Confines(), bgCtx: o.BackgroundContext}
+	if b.bgCtx == nil {
+		b.bgCtx = context.Background()
+	}
+	b.desc = description(!o.DisableBackground, b.confines)
+	b.schema = schema(!o.DisableBackground, b.confines)
+	return b, nil
+}
+
+// Name returns "bash".
+func (b *Bash) Name() string { return Name }
+
+// Description is the tool's description as the model sees it.
+func (b *Bash) Description() string { return b.desc }
+
+// Schema is the JSON schema of the arguments: run_in_background only when
+// background is enabled; sandbox_permissions and justification only when
+// the executor confines.
+func (b *Bash) Schema() json.RawMessage { return b.schema }
+
+// Confines reports whether the executor confines (its default mode is not
+// danger-full-access): only then are escalation and session modes offered.
+func (b *Bash) Confines() bool { return b.confines }
+
+// EffectiveMode is the mode a call without escalation runs under: the
+// session override, else the executor's default. Calls with no agent, and
+// non-confining executors, carry no session override.
+func (b *Bash) EffectiveMode(c call.Context) modes.Mode {
+	m := b.o.Executor.Mode()
+	if b.confines && c.Agent != nil && b.o.Sessions != nil {
+		if sm, ok := b.o.Sessions.SessionMode(c.Agent.Session); ok {
+			m = sm
+		}
+	}
+	return m
+}
+
+// Value is the canonical value of a successful call, for programmatic
+// consumers: {"kind":"foreground", …RunResult} or {"kind":"background",
+// "taskId":…}.
+type Value struct {
+	Kind   string `json:"kind"`
+	TaskID string `json:"taskId,omitempty"`
+	*sandbox.RunResult
+}
+
+// Call runs one bash call: decode and validate the arguments, resolve the
+// mode (approved escalation > session override > executor default), ask the
+// approver when escalating, then run in the foreground or start a
+// background task. IsError is set only for validation, approval, abort and
+// infrastructure failures; a non-zero exit is a result.
+func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) call.Result {
+	a, err := DecodeArgs(raw)
+	if err != nil {
+		return call.Error(err.Error())
+	}
+	if a.RunInBackground {
+		if b.o.DisableBackground {
+			return call.Error(errBackgroundDisabled)
+		}
+		if b.o.Tasks == nil {
+			return call.Error(errBackgroundUnavailable)
+		}
+	}
+	mode := b.EffectiveMode(c)
+	if a.Escalation != nil {
+		granted, msg := b.escalate(ctx, c, a, mode)
+		if msg != "" {
+			return call.Error(msg)
+		}
+		mode = granted
+	}
+	if ctx.Err() != nil {
+		return call.Error(errAborted) // nothing spawns after an abort
+	}
+	req := sandbox.Request{Command: a.Command, Workdir: a.Workdir, TimeoutMs: a.TimeoutMs, Mode: &mode}
+	if c.Agent != nil {
+		req.Session = &sandbox.Session{ID: c.Agent.Session, Workspace: c.Agent.Workspace}
+	}
+	if b.o.Env != nil {
+		env, err := b.o.Env(ctx, c, a.RunInBackground)
+		if err != nil {
+			return call.Error(err.Error())
+		}
+		req.DshEnv = env
+	}
+	if a.RunInBackground {
+		return b.background(c, a, req, mode)
+	}
+	res, err := b.o.Executor.Run(ctx, req)
+	if err != nil {
+		if errors.Is(err, sandbox.ErrAborted) {
+			return call.Error(errAborted)
+		}
+		return call.Error(err.Error())
+	}
+	return call.Result{Text: RenderForeground(res, b.confines), Value: Value{Kind: "foreground", RunResult: res}}
+}
+
+// escalate checks and asks for an escalation; it returns the granted mode,
+// or the error message refusing the call.
+func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, current modes.Mode) (modes.Mode, string) {
+	want := *a.Escalation
+	switch {
+	case !b.confines:
+		return 0, errNoEscalation
+	case !want.StrictlyWider(current):
+		return 0, fmt.Sprintf("sandbox escalation to %q is not strictly wider than this call's current %q mode", want.String(), current.String())
+	case b.o.Approver == nil:
+		return 0, fmt.Sprintf("sandbox escalation to %q requires approval, but no approval service is composed", want.String())
+	case c.Agent == nil:
+		return 0, fmt.Sprintf("sandbox escalation to %q requires approval, but the call has no agent to route it through", want.String())
+	}
+	outcome := b.o.Approver.Approve(ctx, ApprovalRequest{
+		Agent:  c.Agent,
+		Tool:   Name,
+		CallID: c.ID,
+		Reason: fmt.Sprintf("escalate sandbox to %s: %s", want, a.Justification),
+	})
+	switch outcome {
+	case AllowedOnce:
+		return want, ""
+	case Rejected:
+		return 0, fmt.Sprintf("the user rejected escalating this command to %q", want.String())
+	case Cancelled:
+		return 0, fmt.Sprintf("approval for escalating to %q was cancelled", want.String())
+	default:
+		return 0, fmt.Sprintf("sandbox escalation to %q requires approval, but no approval channel is available", want.String())
+	}
+}
+
+// background starts a background task: the runtime checks the owner's limit
+// before anything spawns.
+func (b *Bash) background(c call.Context, a Args, req sandbox.Request, mode modes.Mode) call.Result {
+	id, err := b.o.Tasks.Start(c.Owner(), TaskKind, a.Description, func(string) (tasks.Handle, error) {
+		p, err := b.o.Executor.Start(b.bgCtx, req)
+		if err != nil {
+			return nil, err
+		}
+		return newTaskHandle(p, b.confines), nil
+	})
+	if err != nil {
+		return call.Error(err.Error())
+	}
+	return call.Result{Text: "started background task " + id, Value: Value{Kind: "background", TaskID: id}}
+}

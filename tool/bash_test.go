@@ -1,0 +1,256 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+)
+
+// outsideDir is a directory outside every writable root (not under /tmp,
+// /dev/shm or $TMPDIR), writable by DAC.
+func outsideDir(t *testing.T) string {
+	t.Helper()
+	parent := "/var/tmp"
+	if os.Geteuid() == 0 {
+		parent = "/var/lib"
+	}
+	d, err := os.MkdirTemp(parent, "dsh-tool-out-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func newExecutor(t *testing.T, mode modes.Mode) (*sandbox.Executor, string) {
+	t.Helper()
+	ws := t.TempDir()
+	e, err := sandbox.NewExecutor(sandbox.Config{Mode: mode, Workspace: ws, SpillDir: t.TempDir(), KillGrace: 300 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { e.Close() })
+	return e, ws
+}
+
+func newBash(t *testing.T, o Options) *Bash {
+	t.Helper()
+	b, err := New(o)
+	require.NoError(t, err)
+	return b
+}
+
+func args(t *testing.T, kv map[string]any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(kv)
+	require.NoError(t, err)
+	return b
+}
+
+// countingApprover answers with a fixed outcome and counts the prompts.
+type countingApprover struct {
+	outcome ApprovalOutcome
+	calls   atomic.Int32
+	last    ApprovalRequest
+	before  func() // runs before answering
+}
+
+func (a *countingApprover) Approve(ctx context.Context, r ApprovalRequest) ApprovalOutcome {
+	a.calls.Add(1)
+	a.last = r
+	if a.before != nil {
+		a.before()
+	}
+	return a.outcome
+}
+
+func TestSchemaVariants(t *testing.T) {
+	confining, _ := newExecutor(t, modes.WorkspaceWrite)
+	open, _ := newExecutor(t, modes.DangerFullAccess)
+	props := func(b *Bash) map[string]any {
+		var s struct {
+			Schema     string         `json:"$schema"`
+			Properties map[string]any `json:"properties"`
+			Required   []string       `json:"required"`
+		}
+		require.NoError(t, json.Unmarshal(b.Schema(), &s))
+		assert.Equal(t, "https://json-schema.org/draft/2020-12/schema", s.Schema)
+		assert.Equal(t, []string{"command", "description"}, s.Required)
+		return s.Properties
+	}
+	p := props(newBash(t, Options{Executor: confining}))
+	assert.Contains(t, p, "run_in_background")
+	assert.Contains(t, p, "sandbox_permissions")
+	assert.Contains(t, p, "justification")
+	assert.Equal(t, []any{"workspace-write", "danger-full-access"}, p["sandbox_permissions"].(map[string]any)["enum"])
+
+	p = props(newBash(t, Options{Executor: confining, DisableBackground: true}))
+	assert.NotContains(t, p, "run_in_background")
+
+	b := newBash(t, Options{Executor: open})
+	p = props(b)
+	assert.NotContains(t, p, "sandbox_permissions")
+	assert.NotContains(t, p, "justification")
+	assert.NotContains(t, b.Description(), "sandbox_permissions")
+	assert.Contains(t, newBash(t, Options{Executor: confining}).Description(), "sandbox_permissions")
+}
+
+func TestSystemPromptSection(t *testing.T) {
+	assert.Equal(t, PromptSection{ID: "tool:bash", Order: 105,
+		Text: "Check the [exit code: N] marker on every bash result; investigate failures before moving on."}, SystemPromptSection())
+}
+
+func TestCallRefusals(t *testing.T) {
+	confining, _ := newExecutor(t, modes.ReadOnly)
+	open, _ := newExecutor(t, modes.DangerFullAccess)
+	agent := &call.Agent{Session: "s1"}
+	esc := func(mode string) map[string]any {
+		return map[string]any{"command": "touch x", "description": "Create a file", "sandbox_permissions": mode, "justification": "it must write"}
+	}
+	sessions := &SessionModes{}
+	require.NoError(t, sessions.SetSessionMode("s-ww", modes.WorkspaceWrite))
+	tests := []struct {
+		name     string
+		o        Options
+		c        call.Context
+		args     map[string]any
+		want     string
+		prompted bool
+	}{
+		{"background disabled", Options{Executor: confining, DisableBackground: true}, call.Context{Agent: agent},
+			map[string]any{"command": "ls", "description": "List", "run_in_background": true}, "background execution is disabled for this bash tool", false},
+		{"no task runtime", Options{Executor: confining}, call.Context{Agent: agent},
+			map[string]any{"command": "ls", "description": "List", "run_in_background": true},
+			"background tasks unavailable: load @deepseek-ai/dsh-tasks and @deepseek-ai/dsh-tool-tasks", false},
+		{"no sandboxing executor", Options{Executor: open}, call.Context{Agent: agent}, esc("danger-full-access"),
+			"sandbox_permissions is not available in this composition (no sandboxing executor to escalate)", false},
+		{"not strictly wider than the session's mode", Options{Executor: confining, Sessions: sessions}, call.Context{Agent: &call.Agent{Session: "s-ww"}}, esc("workspace-write"),
+			`sandbox escalation to "workspace-write" is not strictly wider than this call's current "workspace-write" mode`, false},
+		{"no approval service", Options{Executor: confining}, call.Context{Agent: agent}, esc("workspace-write"),
+			`sandbox escalation to "workspace-write" requires approval, but no approval service is composed`, false},
+		{"no agent", Options{Executor: confining}, call.Context{}, esc("danger-full-access"),
+			`sandbox escalation to "danger-full-access" requires approval, but the call has no agent to route it through`, false},
+		{"no channel", Options{Executor: confining}, call.Context{Agent: agent}, esc("workspace-write"),
+			`sandbox escalation to "workspace-write" requires approval, but no approval channel is available`, true},
+		{"rejected", Options{Executor: confining}, call.Context{Agent: agent}, esc("workspace-write"),
+			`the user rejected escalating this command to "workspace-write"`, true},
+		{"cancelled", Options{Executor: confining}, call.Context{Agent: agent}, esc("danger-full-access"),
+			`approval for escalating to "danger-full-access" was cancelled`, true},
+	}
+	outcomes := map[string]ApprovalOutcome{"no channel": Unavailable, "rejected": Rejected, "cancelled": Cancelled,
+		"no agent": AllowedOnce, "not strictly wider than the session's mode": AllowedOnce}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ap := &countingApprover{outcome: outcomes[tt.name]}
+			if tt.o.Approver == nil && tt.name != "no approval service" {
+				tt.o.Approver = ap
+			}
+			r := newBash(t, tt.o).Call(context.Background(), tt.c, args(t, tt.args))
+			assert.True(t, r.IsError)
+			assert.Equal(t, "Error: "+tt.want, r.Text)
+			assert.Equal(t, tt.prompted, ap.calls.Load() == 1, "prompted")
+		})
+	}
+}
+
+func TestEscalationAllowedOnce(t *testing.T) {
+	e, ws := newExecutor(t, modes.WorkspaceWrite)
+	sessions := &SessionModes{}
+	require.NoError(t, sessions.SetSessionMode("s1", modes.ReadOnly))
+	ap := &countingApprover{outcome: AllowedOnce}
+	b := newBash(t, Options{Executor: e, Sessions: sessions, Approver: ap})
+	c := call.Context{Agent: &call.Agent{Session: "s1", Workspace: ws}, ID: "call-7"}
+	target := filepath.Join(ws, "out.txt")
+	cmd := "echo hi > out.txt"
+
+	r := b.Call(context.Background(), c, args(t, map[string]any{"command": cmd, "description": "Write a file"}))
+	require.False(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "[sandbox: file access denied under read-only mode]\n"+EscalationHint+"\n[exit code: 1]")
+	assert.NoFileExists(t, target)
+
+	r = b.Call(context.Background(), c, args(t, map[string]any{"command": cmd, "description": "Write a file",
+		"sandbox_permissions": "workspace-write", "justification": "The test needs its output file."}))
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, "(no output)", r.Text)
+	assert.FileExists(t, target)
+	assert.Equal(t, ApprovalRequest{Agent: c.Agent, Tool: "bash", CallID: "call-7",
+		Reason: "escalate sandbox to workspace-write: The test needs its output file."}, ap.last)
+	v := r.Value.(Value)
+	assert.Equal(t, "foreground", v.Kind)
+	assert.Equal(t, modes.WorkspaceWrite, v.Sandbox.Mode)
+
+	// The grant was for that call only: the session is still read-only.
+	m, _ := sessions.SessionMode("s1")
+	assert.Equal(t, modes.ReadOnly, m)
+	r = b.Call(context.Background(), c, args(t, map[string]any{"command": "echo again > out2.txt", "description": "Write again"}))
+	assert.Contains(t, r.Text, "[sandbox: file access denied under read-only mode]")
+	assert.NoFileExists(t, filepath.Join(ws, "out2.txt"))
+}
+
+func TestAbortAfterGrantSpawnsNothing(t *testing.T) {
+	e, ws := newExecutor(t, modes.ReadOnly)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ap := &countingApprover{outcome: AllowedOnce, before: cancel}
+	b := newBash(t, Options{Executor: e, Approver: ap})
+	marker := filepath.Join(ws, "spawned")
+	r := b.Call(ctx, call.Context{Agent: &call.Agent{Session: "s", Workspace: ws}}, args(t, map[string]any{
+		"command": "touch " + marker, "description": "Touch a marker", "sandbox_permissions": "workspace-write", "justification": "j"}))
+	assert.True(t, r.IsError)
+	assert.Equal(t, "Error: tool call aborted", r.Text)
+	assert.NoFileExists(t, marker)
+}
+
+func TestForegroundTimeoutTrapExitsZero(t *testing.T) {
+	e, _ := newExecutor(t, modes.WorkspaceWrite)
+	b := newBash(t, Options{Executor: e})
+	r := b.Call(context.Background(), call.Context{}, args(t, map[string]any{
+		"command": "trap 'echo bye; exit 0' TERM; sleep 30 & wait", "description": "Sleep then trap", "timeoutMs": 300}))
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, "bye\n[timed out after 300ms]", r.Text)
+}
+
+func TestForegroundErrorsAndEnv(t *testing.T) {
+	e, ws := newExecutor(t, modes.WorkspaceWrite)
+	b := newBash(t, Options{Executor: e, Env: func(ctx context.Context, c call.Context, bg bool) (map[string]string, error) {
+		if c.Agent == nil {
+			return map[string]string{"DSH_SHELL": "1"}, nil
+		}
+		return map[string]string{"DSH_SHELL": "1", "DSH_SESSION_ID": c.Agent.Session}, nil
+	}})
+	c := call.Context{Agent: &call.Agent{Session: "sess-42", Workspace: ws}}
+	r := b.Call(context.Background(), c, args(t, map[string]any{"command": "echo $DSH_SESSION_ID $DSH_SHELL; pwd", "description": "Show env",
+		"env": map[string]string{"DSH_SESSION_ID": "forged"}}))
+	require.False(t, r.IsError, r.Text)
+	wsC, _ := filepath.EvalSymlinks(ws)
+	assert.Equal(t, "sess-42 1\n"+wsC, r.Text)
+
+	r = b.Call(context.Background(), c, args(t, map[string]any{"command": "true", "description": "Bad workdir", "workdir": "missing"}))
+	assert.True(t, r.IsError)
+	assert.True(t, strings.HasPrefix(r.Text, "Error: invalid request: workdir"), r.Text)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	r = b.Call(ctx, c, args(t, map[string]any{"command": "sleep 30", "description": "Sleep"}))
+	assert.True(t, r.IsError)
+	assert.Equal(t, "Error: tool call aborted", r.Text)
+}
+
+func TestPolicyContext(t *testing.T) {
+	e, ws := newExecutor(t, modes.WorkspaceWrite)
+	sessions := &SessionModes{}
+	b := newBash(t, Options{Executor: e, Sessions: sessions})
+	c := call.Context{Agent: &call.Agent{Session: "s1", Workspace: ws}}
+	assert.Contains(t, b.PolicyContext(c), "workspace-write mode (workspace: "+ws+")")
+	require.NoError(t, sessions.SetSessionMode("s1", modes.ReadOnly))
+	assert.Contains(t, b.PolicyContext(c), "read-only mode")
+	assert.Contains(t, b.PolicyContext(call.Context{}), "workspace-write mode", "no agent: no session override")
+}

@@ -1,0 +1,100 @@
+package tool
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+)
+
+// StatusKind is the state shown in a card's status pill.
+type StatusKind string
+
+// Status kinds of a Card.
+const (
+	StatusPending    StatusKind = "pending"    // the call has not returned
+	StatusSuccess    StatusKind = "success"    // exit code 0
+	StatusExit       StatusKind = "exit"       // non-zero exit code
+	StatusSignal     StatusKind = "signal"     // killed by a signal
+	StatusError      StatusKind = "error"      // the tool call failed (isError)
+	StatusBackground StatusKind = "background" // a background task was started
+)
+
+// CardStatus is a card's parsed exit status.
+type CardStatus struct {
+	Kind     StatusKind `json:"kind"`
+	ExitCode int        `json:"exitCode,omitempty"`
+	Signal   string     `json:"signal,omitempty"`
+}
+
+// Card is the terminal card a UI shows for a bash call.
+type Card struct {
+	Command     string     `json:"command"`
+	Description string     `json:"description"`
+	Cwd         string     `json:"cwd"`
+	Output      string     `json:"output"`
+	Status      CardStatus `json:"status"`
+}
+
+// PresentCall is the card of a call that has not returned: its command,
+// description and working directory (workdir, else the session's cwd). It
+// is a pure function of its inputs, safe to replay.
+func PresentCall(args json.RawMessage, sessionCwd string) Card {
+	var a struct {
+		Command     any `json:"command"`
+		Description any `json:"description"`
+		Workdir     any `json:"workdir"`
+	}
+	json.Unmarshal(args, &a)
+	str := func(v any) string { s, _ := v.(string); return s }
+	card := Card{Command: str(a.Command), Description: str(a.Description), Cwd: sessionCwd, Status: CardStatus{Kind: StatusPending}}
+	if wd := str(a.Workdir); wd != "" {
+		if strings.HasPrefix(wd, "/") || sessionCwd == "" {
+			card.Cwd = wd
+		} else {
+			card.Cwd = strings.TrimSuffix(sessionCwd, "/") + "/" + wd
+		}
+	}
+	return card
+}
+
+var (
+	exitLine   = regexp.MustCompile(`^\[exit code: (-?[0-9]+)\]$`)
+	signalLine = regexp.MustCompile(`^\[killed by signal: ([A-Z0-9+]+)\]$`)
+)
+
+// PresentResult is the card of a returned call: the exit or signal marker,
+// when it is the last line, is consumed into the status and removed from the
+// output; every other marker stays. A pure function, safe to replay (a
+// command whose real last output line is exactly such a marker is misread:
+// a known limit).
+func PresentResult(args json.RawMessage, sessionCwd string, r call.Result) Card {
+	card := PresentCall(args, sessionCwd)
+	card.Output = r.Text
+	switch {
+	case r.IsError:
+		card.Status = CardStatus{Kind: StatusError}
+		return card
+	case strings.HasPrefix(r.Text, "started background task "):
+		card.Status = CardStatus{Kind: StatusBackground}
+		return card
+	}
+	card.Status = CardStatus{Kind: StatusSuccess}
+	body, last := r.Text, r.Text
+	if i := strings.LastIndexByte(r.Text, '\n'); i >= 0 {
+		body, last = r.Text[:i], r.Text[i+1:]
+	} else {
+		body = ""
+	}
+	if m := exitLine.FindStringSubmatch(last); m != nil {
+		code, _ := strconv.Atoi(m[1])
+		card.Status = CardStatus{Kind: StatusExit, ExitCode: code}
+		card.Output = body
+	} else if m := signalLine.FindStringSubmatch(last); m != nil {
+		card.Status = CardStatus{Kind: StatusSignal, Signal: m[1]}
+		card.Output = body
+	}
+	return card
+}

@@ -1,0 +1,52 @@
+package tool
+
+import (
+	"fmt"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+)
+
+// PromptSection is a section of the system prompt contributed by a tool.
+type PromptSection struct {
+	ID    string
+	Order int
+	Text  string
+}
+
+// SystemPromptSection is the bash tool's system prompt section: "tool:bash",
+// order 105.
+func SystemPromptSection() PromptSection {
+	return PromptSection{
+		ID:    "tool:bash",
+		Order: 105,
+		Text:  "Check the [exit code: N] marker on every bash result; investigate failures before moving on.",
+	}
+}
+
+// PolicyContext is a short text for the model stating the sandbox mode and
+// workspace its session's bash commands currently run with (to be sent as
+// runtime context, so it can change without touching the system prompt).
+func (b *Bash) PolicyContext(c call.Context) string {
+	ws := b.o.Executor.Workspace()
+	if c.Agent != nil && c.Agent.Workspace != "" {
+		ws = c.Agent.Workspace
+	}
+	m := b.EffectiveMode(c)
+	net := "the network is off"
+	if b.o.Executor.Network() {
+		net = "the network is on"
+	}
+	switch m {
+	case modes.ReadOnly:
+		return fmt.Sprintf("Sandbox: bash commands in this session run in read-only mode (workspace: %s). "+
+			"They can read files anywhere but cannot write any (only to /dev/null and terminals); %s.", ws, net)
+	case modes.WorkspaceWrite:
+		return fmt.Sprintf("Sandbox: bash commands in this session run in workspace-write mode (workspace: %s). "+
+			"They can read files anywhere and write inside the workspace and the temp directories (/tmp, $TMPDIR), "+
+			"except .git/hooks and .git/config; %s.", ws, net)
+	default:
+		return fmt.Sprintf("Sandbox: bash commands in this session run in danger-full-access mode (workspace: %s): "+
+			"no sandbox, full access to files and the network.", ws)
+	}
+}

@@ -1,0 +1,128 @@
+package tool
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// The markers of a bash result, as the model sees them.
+const (
+	noOutput        = "(no output)"
+	stderrHeading   = "[stderr]"
+	unavailablePath = "(unavailable)"
+	// EscalationHint follows a denial marker when the executor confines.
+	EscalationHint = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]"
+)
+
+// DenialMarker is the line reporting that the sandbox denied something.
+func DenialMarker(m modes.Mode) string {
+	return fmt.Sprintf("[sandbox: file access denied under %s mode]", m)
+}
+
+// RunnerFailureMarker is the line reporting that the runner itself failed.
+func RunnerFailureMarker(m modes.Mode) string {
+	return fmt.Sprintf("[sandbox: the sandbox runner itself failed under %s mode — the command did not run; this is a sandbox problem, not a command failure]", m)
+}
+
+// TimeoutMarker is the line reporting that the timer fired.
+func TimeoutMarker(ms float64) string {
+	return fmt.Sprintf("[timed out after %sms]", formatMs(ms))
+}
+
+// SignalMarker and ExitMarker report how the command ended; one of them is
+// always the last line when present.
+func SignalMarker(sig string) string { return fmt.Sprintf("[killed by signal: %s]", sig) }
+
+// ExitMarker reports a non-zero exit code.
+func ExitMarker(code int) string { return fmt.Sprintf("[exit code: %d]", code) }
+
+// LossyNotice says that unread background output was dropped from memory.
+func LossyNotice(paths []string) string {
+	p := unavailablePath
+	if len(paths) > 0 {
+		p = strings.Join(paths, ", ")
+	}
+	return fmt.Sprintf("[some output was dropped from memory; full output: %s]", p)
+}
+
+// formatMs prints a millisecond count as JavaScript would (1500, 1500.5).
+func formatMs(ms float64) string { return strconv.FormatFloat(ms, 'f', -1, 64) }
+
+// truncation is the suffix of a truncated stream.
+func truncation(o sandbox.Output) string {
+	p := o.SpillPath
+	if p == "" {
+		p = unavailablePath
+	}
+	return "\n[output truncated; full output: " + p + "]"
+}
+
+// stream renders one stream's text with its truncation suffix; "" when
+// there was no output at all.
+func stream(o sandbox.Output) string {
+	if o.Text == "" && !o.Truncated {
+		return ""
+	}
+	s := strings.TrimSuffix(o.Text, "\n")
+	if o.Truncated {
+		s += truncation(o)
+	}
+	return s
+}
+
+// sandboxMarkers are the denial (or runner failure) lines of a result: a
+// runner failure outranks a denial; the escalation hint follows a denial
+// only when the executor confines.
+func sandboxMarkers(f sandbox.Facts, confines bool) []string {
+	switch {
+	case f.RunnerFailed:
+		return []string{RunnerFailureMarker(f.Mode)}
+	case f.Denied:
+		lines := []string{DenialMarker(f.Mode)}
+		if confines && len(f.Mode.Wider()) > 0 {
+			lines = append(lines, EscalationHint)
+		}
+		return lines
+	}
+	return nil
+}
+
+// RenderForeground renders a foreground result in the contract's order:
+// stdout, [stderr], (no output), then the sandbox markers, the timeout, and
+// the signal or exit code last.
+func RenderForeground(r *sandbox.RunResult, confines bool) string {
+	var parts []string
+	if s := stream(r.Stdout); s != "" {
+		parts = append(parts, s)
+	}
+	if s := stream(r.Stderr); s != "" {
+		parts = append(parts, stderrHeading+"\n"+s)
+	}
+	if len(parts) == 0 {
+		parts = append(parts, noOutput)
+	}
+	parts = append(parts, sandboxMarkers(r.Sandbox, confines)...)
+	if r.TimedOut {
+		parts = append(parts, TimeoutMarker(r.TimeoutMs))
+	}
+	if m := endMarker(r); m != "" {
+		parts = append(parts, m)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// endMarker is "[killed by signal: …]" for a signal death, "[exit code: N]"
+// for a non-zero exit, else "".
+func endMarker(r *sandbox.RunResult) string {
+	switch {
+	case r.Signal != "":
+		return SignalMarker(r.Signal)
+	case r.ExitCode != 0:
+		return ExitMarker(r.ExitCode)
+	}
+	return ""
+}

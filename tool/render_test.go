@@ -1,0 +1,72 @@
+package tool
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/tasks"
+)
+
+func TestRenderForeground(t *testing.T) {
+	denied := sandbox.Facts{Mode: modes.ReadOnly, Denied: true}
+	tests := []struct {
+		name     string
+		r        sandbox.RunResult
+		confines bool
+		want     string
+	}{
+		{"no output", sandbox.RunResult{}, true, "(no output)"},
+		{"stdout only, trailing newline dropped", sandbox.RunResult{Stdout: sandbox.Output{Text: "hi\n"}}, true, "hi"},
+		{"stdout and stderr", sandbox.RunResult{Stdout: sandbox.Output{Text: "out\n"}, Stderr: sandbox.Output{Text: "err\n"}, ExitCode: 2}, true,
+			"out\n[stderr]\nerr\n[exit code: 2]"},
+		{"stderr only", sandbox.RunResult{Stderr: sandbox.Output{Text: "boom"}, ExitCode: 1}, true, "[stderr]\nboom\n[exit code: 1]"},
+		{"truncated with spill", sandbox.RunResult{Stdout: sandbox.Output{Text: "tail\n", Truncated: true, SpillPath: "/tmp/s/o.log"}}, true,
+			"tail\n[output truncated; full output: /tmp/s/o.log]"},
+		{"truncated without spill", sandbox.RunResult{Stderr: sandbox.Output{Text: "tail", Truncated: true}}, true,
+			"[stderr]\ntail\n[output truncated; full output: (unavailable)]"},
+		{"denied, confining executor: hint", sandbox.RunResult{Stderr: sandbox.Output{Text: "bash: /etc/x: Permission denied\n"}, ExitCode: 1, Sandbox: denied}, true,
+			"[stderr]\nbash: /etc/x: Permission denied\n[sandbox: file access denied under read-only mode]\n" + EscalationHint + "\n[exit code: 1]"},
+		{"denied, non-confining executor: no hint", sandbox.RunResult{ExitCode: 1, Sandbox: denied}, false,
+			"(no output)\n[sandbox: file access denied under read-only mode]\n[exit code: 1]"},
+		{"timeout then signal last", sandbox.RunResult{TimedOut: true, TimeoutMs: 300, Signal: "SIGTERM", ExitCode: 143}, true,
+			"(no output)\n[timed out after 300ms]\n[killed by signal: SIGTERM]"},
+		{"timeout on a command that trapped TERM and exited 0", sandbox.RunResult{Stdout: sandbox.Output{Text: "bye\n"}, TimedOut: true, TimeoutMs: 1500.5}, true,
+			"bye\n[timed out after 1500.5ms]"},
+		{"runner failure outranks denial", sandbox.RunResult{ExitCode: 137, Signal: "SIGKILL", Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, RunnerFailed: true}}, true,
+			"(no output)\n[sandbox: the sandbox runner itself failed under workspace-write mode — the command did not run; this is a sandbox problem, not a command failure]\n[killed by signal: SIGKILL]"},
+		{"every marker in order", sandbox.RunResult{Stdout: sandbox.Output{Text: "o"}, Stderr: sandbox.Output{Text: "e"}, TimedOut: true, TimeoutMs: 5, ExitCode: 3,
+			Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true}}, true,
+			"o\n[stderr]\ne\n[sandbox: file access denied under workspace-write mode]\n" + EscalationHint + "\n[timed out after 5ms]\n[exit code: 3]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, RenderForeground(&tt.r, tt.confines))
+		})
+	}
+}
+
+func TestOutcomeOf(t *testing.T) {
+	tests := []struct {
+		r    sandbox.RunResult
+		want tasks.Outcome
+	}{
+		{sandbox.RunResult{}, tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: 0"}},
+		{sandbox.RunResult{ExitCode: 3}, tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: 3"}},
+		{sandbox.RunResult{ExitCode: 139, Signal: "SIGSEGV"}, tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: 139"}},
+		{sandbox.RunResult{Killed: true, ExitCode: 143, Signal: "SIGTERM"}, tasks.Outcome{Status: tasks.StatusKilled, Detail: "signal: SIGTERM"}},
+		{sandbox.RunResult{Killed: true, ExitCode: 0}, tasks.Outcome{Status: tasks.StatusKilled, Detail: "killed before exit"}},
+		{sandbox.RunResult{Aborted: true, Signal: "SIGKILL"}, tasks.Outcome{Status: tasks.StatusKilled, Detail: "signal: SIGKILL"}},
+		{sandbox.RunResult{Sandbox: sandbox.Facts{RunnerFailed: true}}, tasks.Outcome{Status: tasks.StatusFailed, Detail: "sandbox runner failed"}},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, outcomeOf(&tt.r))
+	}
+}
+
+func TestLossyNotice(t *testing.T) {
+	assert.Equal(t, "[some output was dropped from memory; full output: /a, /b]", LossyNotice([]string{"/a", "/b"}))
+	assert.Equal(t, "[some output was dropped from memory; full output: (unavailable)]", LossyNotice(nil))
+}
