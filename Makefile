@@ -5,6 +5,7 @@
 #   make demo        allowed write, denied write reported as a fact, blocked network
 #   make test        gofmt, go vet, staticcheck (when installed), go test ./... (as CI runs it)
 #   make lint        install staticcheck from the Go module proxy and run it
+#   make fuzz        fuzz the bash tool's argument decoder for FUZZTIME (30s)
 #   make bench-deps  install bubblewrap and hyperfine when missing
 #   make bench       spawn-overhead benchmark of the CLI (bench/spawn.sh) and the executor
 #                    benchmarks (bench/executor.sh)
@@ -27,6 +28,7 @@ BIN         := bin/dsh-sandbox-run
 TEST_TIMEOUT ?= 20m
 GOTESTFLAGS ?=
 STATICCHECK_VERSION ?= v0.8.2
+FUZZTIME    ?= 30s
 
 # sudo only when not root (and only for apt-get).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -60,7 +62,7 @@ else \
 fi
 endef
 
-.PHONY: all deps bench-deps build demo test lint bench clean
+.PHONY: all deps bench-deps build demo test lint fuzz bench clean
 
 all: build
 
@@ -112,6 +114,9 @@ lint: deps
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(GO) vet ./...
 	gobin="$$($(GO) env GOBIN)"; "$${gobin:-$$($(GO) env GOPATH)/bin}/staticcheck" ./...
+
+fuzz: deps
+	CGO_ENABLED=1 $(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime $(FUZZTIME) ./tool
 
 bench: bench-deps build
 	bash bench/spawn.sh

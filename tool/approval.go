@@ -46,4 +46,6 @@ type Approver interface {
 type ApproverFunc func(ctx context.Context, r ApprovalRequest) ApprovalOutcome
 
 // Approve calls f.
-func (f ApproverFunc) Approve(ctx context.Context, r ApprovalRequest) ApprovalOutcome { return f(ctx, r) }
+func (f ApproverFunc) Approve(ctx context.Context, r ApprovalRequest) ApprovalOutcome {
+	return f(ctx, r)
+}

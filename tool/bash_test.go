@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/envreg"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
@@ -253,4 +254,27 @@ func TestPolicyContext(t *testing.T) {
 	require.NoError(t, sessions.SetSessionMode("s1", modes.ReadOnly))
 	assert.Contains(t, b.PolicyContext(c), "read-only mode")
 	assert.Contains(t, b.PolicyContext(call.Context{}), "workspace-write mode", "no agent: no session override")
+}
+
+func TestRegistryEnvReachesTheChild(t *testing.T) {
+	e, ws := newExecutor(t, modes.WorkspaceWrite)
+	reg, err := envreg.New(envreg.Options{Home: "/opt/dsh-home"})
+	require.NoError(t, err)
+	dispose, err := reg.Register(envreg.SessionPersistence(func(x envreg.Execution) (string, bool) {
+		return "/var/lib/dsh/sessions/" + x.Agent.Session + ".jsonl", true
+	}))
+	require.NoError(t, err)
+	defer dispose()
+	b := newBash(t, Options{Executor: e, Env: RegistryEnv(reg)})
+	r := b.Call(context.Background(), call.Context{Agent: &call.Agent{Session: "s9", Workspace: ws}},
+		args(t, map[string]any{"command": "env | grep ^DSH_ | sort", "description": "Show managed env"}))
+	require.False(t, r.IsError, r.Text)
+	assert.Equal(t, "DSH_HOME=/opt/dsh-home\nDSH_SESSION_ID=s9\nDSH_SESSION_JSONL=/var/lib/dsh/sessions/s9.jsonl\nDSH_SHELL=1", r.Text)
+
+	// A contributor error refuses the call.
+	_, err = reg.Register(envreg.Contributor{Name: "broken", Variables: map[string]envreg.Variable{"DSH_BROKEN": {Description: "d"}},
+		Resolve: func(envreg.Execution) (map[string]any, error) { return map[string]any{"DSH_BROKEN": 5}, nil }})
+	require.NoError(t, err)
+	r = b.Call(context.Background(), call.Context{}, args(t, map[string]any{"command": "true", "description": "d"}))
+	assert.Equal(t, `Error: bash env contributor "broken" returned a non-string value for "DSH_BROKEN"`, r.Text)
 }

@@ -82,11 +82,9 @@ func PresentResult(args json.RawMessage, sessionCwd string, r call.Result) Card 
 		return card
 	}
 	card.Status = CardStatus{Kind: StatusSuccess}
-	body, last := r.Text, r.Text
+	body, last := "", r.Text
 	if i := strings.LastIndexByte(r.Text, '\n'); i >= 0 {
 		body, last = r.Text[:i], r.Text[i+1:]
-	} else {
-		body = ""
 	}
 	if m := exitLine.FindStringSubmatch(last); m != nil {
 		code, _ := strconv.Atoi(m[1])
