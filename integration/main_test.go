@@ -91,6 +91,10 @@ func runMain(m *testing.M) int {
 	if harnessErr = goBuild(root, harnessBin, "./integration/internal/harness"); harnessErr != nil {
 		fmt.Fprintln(os.Stderr, "integration: build of the executor harness failed:\n", harnessErr)
 	}
+	toolreplBin = filepath.Join(binDir, "toolrepl")
+	if toolreplErr = goBuild(root, toolreplBin, "./examples/toolrepl"); toolreplErr != nil {
+		fmt.Fprintln(os.Stderr, "integration: build of examples/toolrepl failed:\n", toolreplErr)
+	}
 	return m.Run()
 }
 
