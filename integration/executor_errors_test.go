@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
@@ -37,13 +38,13 @@ func TestExecutorRunnerUnusable(t *testing.T) {
 				cfg.Runner = runner.path
 				m := []string{filepath.Join(cfg.Workspace, "ww"), filepath.Join(cfg.Workspace, "ro"), filepath.Join(cfg.Workspace, "dfa")}
 				markers = append(markers, m)
-				spec := hSpec{Config: cfg, Action: "concurrent", Requests: []hRequest{
+				spec := harnessproto.Spec{Config: cfg, Action: "concurrent", Requests: []harnessproto.Request{
 					{Command: fmt.Sprintf("touch %q", m[0])},
 					{Command: fmt.Sprintf("touch %q", m[1]), Mode: "read-only"},
 					{Command: fmt.Sprintf("touch %q", m[2]), Mode: "danger-full-access"},
 				}}
 				if action == "start" {
-					spec = hSpec{Config: cfg, Action: "start", Request: spec.Requests[0]}
+					spec = harnessproto.Spec{Config: cfg, Action: "start", Request: spec.Requests[0]}
 				}
 				cases = append(cases, hCase{name: runner.name + "/" + action, spec: spec})
 			}
@@ -54,7 +55,7 @@ func TestExecutorRunnerUnusable(t *testing.T) {
 				out, m := outs[i], markers[i]
 				results := out.Results
 				if strings.HasSuffix(c.name, "/start") {
-					results = []hOutcome{out.hOutcome}
+					results = []harnessproto.Outcome{out.Outcome}
 				}
 				for k, res := range results {
 					mode := []string{"workspace-write", "read-only", "danger-full-access"}[k]
@@ -112,9 +113,9 @@ func TestExecutorExitCodesAreResults(t *testing.T) {
 		}
 		var cases []hCase
 		for _, mode := range execModes {
-			spec := hSpec{Config: id.execConfig(t, mode), Action: "concurrent"}
+			spec := harnessproto.Spec{Config: id.execConfig(t, mode), Action: "concurrent"}
 			for _, c := range cmds {
-				spec.Requests = append(spec.Requests, hRequest{Command: c.cmd})
+				spec.Requests = append(spec.Requests, harnessproto.Request{Command: c.cmd})
 			}
 			cases = append(cases, hCase{name: mode, spec: spec})
 		}
@@ -161,12 +162,12 @@ func TestExecutorShellUnusable(t *testing.T) {
 				notExist = append(notExist, sh.notExist)
 				cfg := id.execConfig(t, mode)
 				cfg.Shell = sh.path
-				cases = append(cases, hCase{name: mode + "/" + sh.name, spec: hSpec{Config: cfg, Action: "run",
-					Request: hRequest{Command: fmt.Sprintf("touch %q", filepath.Join(cfg.Workspace, "ran"))}}})
+				cases = append(cases, hCase{name: mode + "/" + sh.name, spec: harnessproto.Spec{Config: cfg, Action: "run",
+					Request: harnessproto.Request{Command: fmt.Sprintf("touch %q", filepath.Join(cfg.Workspace, "ran"))}}})
 			}
 			cfg := id.execConfig(t, mode)
 			cfg.Shell = "no-such-shell-dsh-it"
-			cases = append(cases, hCase{name: mode + "/not-in-PATH", spec: hSpec{Config: cfg, Action: "run", Request: hRequest{Command: "true"}}})
+			cases = append(cases, hCase{name: mode + "/not-in-PATH", spec: harnessproto.Spec{Config: cfg, Action: "run", Request: harnessproto.Request{Command: "true"}}})
 			notExist = append(notExist, true)
 		}
 		hs := make([]*harnessProc, len(cases))
@@ -179,7 +180,7 @@ func TestExecutorShellUnusable(t *testing.T) {
 				requireAbsent(t, filepath.Join(c.spec.Config.Workspace, "ran"))
 				if strings.HasSuffix(c.name, "/not-in-PATH") {
 					if out.NewExecErr == "" {
-						t.Errorf("NewExecutor accepted a shell not found in PATH; run outcome %+v", out.hOutcome)
+						t.Errorf("NewExecutor accepted a shell not found in PATH; run outcome %+v", out.Outcome)
 					}
 					return
 				}

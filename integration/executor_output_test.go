@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
@@ -80,12 +81,12 @@ func TestExecutorBulkOutput(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				cfg := id.execConfig(t, "workspace-write")
 				cfg.SpillCap = c.spillCap
-				out := id.harness(t, hSpec{
+				out := id.harness(t, harnessproto.Spec{
 					Config:  cfg,
 					Action:  "run",
-					Request: hRequest{Command: fmt.Sprintf("yes 0123456789abcdef | head -c %d", size), TimeoutMs: f64(60000)},
+					Request: harnessproto.Request{Command: fmt.Sprintf("yes 0123456789abcdef | head -c %d", size), TimeoutMs: f64(60000)},
 				})
-				r := requireResult(t, out.hOutcome)
+				r := requireResult(t, out.Outcome)
 				requireConfined(t, r, "workspace-write")
 				if r.ExitCode != 0 || r.TimedOut {
 					t.Errorf("exit=%d timedOut=%v, want 0 false", r.ExitCode, r.TimedOut)
@@ -174,14 +175,14 @@ func TestExecutorBackgroundReads(t *testing.T) {
 	full.WriteString("end\n")
 	want := full.String()
 	forEachIdentity(t, func(t *testing.T, id identity) {
-		out := id.harness(t, hSpec{
+		out := id.harness(t, harnessproto.Spec{
 			Config: id.execConfig(t, "workspace-write"),
 			Action: "start",
-			Request: hRequest{Command: `echo one; echo e1 >&2; sleep 0.4; echo two; sleep 0.4
+			Request: harnessproto.Request{Command: `echo one; echo e1 >&2; sleep 0.4; echo two; sleep 0.4
 seq 1 40000; sleep 0.4; echo end`},
 			ReadEveryMs: 50,
 		})
-		r := requireResult(t, out.hOutcome)
+		r := requireResult(t, out.Outcome)
 		requireConfined(t, r, "workspace-write")
 		if r.ExitCode != 0 || r.Killed {
 			t.Errorf("exit=%d killed=%v", r.ExitCode, r.Killed)
@@ -260,7 +261,7 @@ func TestExecutorTailSizes(t *testing.T) {
 	// the second byte of a character.
 	utf := "a" + strings.Repeat("é", 40000) + "b"
 	forEachIdentity(t, func(t *testing.T, id identity) {
-		o := id.harness(t, hSpec{Config: id.execConfig(t, "workspace-write"), Action: "concurrent", Requests: []hRequest{
+		o := id.harness(t, harnessproto.Spec{Config: id.execConfig(t, "workspace-write"), Action: "concurrent", Requests: []harnessproto.Request{
 			{Command: "seq 1 30000; seq 1 30000 >&2", StdoutMaxBytes: 200000},
 			{Command: "seq 1 30000", StdoutMaxBytes: 10},
 			{Command: `printf a; for i in $(seq 40000); do printf '\303\251'; done; printf b`},
@@ -318,8 +319,8 @@ for f in %[1]s/dsh-sandbox-spill-*/*; do
 done
 for d in %[1]s/dsh-sandbox-spill-*; do touch "$d/planted" && echo "PLANTED $d" >&2; done
 true`, cfg.SpillDir)
-		o := id.harness(t, hSpec{Config: cfg, Action: "run", Request: hRequest{Command: script}})
-		r := requireResult(t, o.hOutcome)
+		o := id.harness(t, harnessproto.Spec{Config: cfg, Action: "run", Request: harnessproto.Request{Command: script}})
+		r := requireResult(t, o.Outcome)
 		requireConfined(t, r, "workspace-write")
 		for _, bad := range []string{"TAMPERED", "REMOVED", "PLANTED"} {
 			if strings.Contains(r.Stderr.Text, bad) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
@@ -21,7 +22,7 @@ func TestExecutorConcurrentSessions(t *testing.T) {
 		token := func(i int) string { return fmt.Sprintf("TOK-%s-%02d-END", n, i) }
 		marker := func(i int) string { return fmt.Sprintf("marker-%02d", i) }
 		var wss, outs []string
-		var reqs []hRequest
+		var reqs []harnessproto.Request
 		for i := range sessions {
 			wss = append(wss, id.workspace(t))
 			cmd := fmt.Sprintf("echo %s; echo %s >&2; echo %d > %s", token(i), token(i), i, marker(i))
@@ -31,9 +32,9 @@ func TestExecutorConcurrentSessions(t *testing.T) {
 				cmd += fmt.Sprintf("; echo x > %q; true", out)
 			}
 			outs = append(outs, out)
-			reqs = append(reqs, hRequest{Command: cmd, Session: &hSession{ID: fmt.Sprintf("s%d", i), Workspace: wss[i]}})
+			reqs = append(reqs, harnessproto.Request{Command: cmd, Session: &harnessproto.Session{ID: fmt.Sprintf("s%d", i), Workspace: wss[i]}})
 		}
-		o := id.harness(t, hSpec{Config: id.execConfig(t, "workspace-write"), Action: "concurrent", Requests: reqs})
+		o := id.harness(t, harnessproto.Spec{Config: id.execConfig(t, "workspace-write"), Action: "concurrent", Requests: reqs})
 		if len(o.Results) != sessions {
 			t.Fatalf("%d results, want %d", len(o.Results), sessions)
 		}
@@ -98,10 +99,10 @@ func TestExecutorEnvironment(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		var cases []hCase
 		for _, mode := range execModes {
-			cases = append(cases, hCase{name: mode, env: parent, spec: hSpec{
+			cases = append(cases, hCase{name: mode, env: parent, spec: harnessproto.Spec{
 				Config: id.execConfig(t, mode),
 				Action: "concurrent",
-				Requests: []hRequest{
+				Requests: []harnessproto.Request{
 					{
 						Command: "env",
 						Env:     map[string]string{"TERM": "xterm", "TRUSTED_TOKEN": "t", "DSH_SESSION_ID": "from-env"},
@@ -163,10 +164,10 @@ func TestExecutorStdin(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		var cases []hCase
 		for _, mode := range execModes {
-			cases = append(cases, hCase{name: mode, spec: hSpec{
+			cases = append(cases, hCase{name: mode, spec: harnessproto.Spec{
 				Config: id.execConfig(t, mode),
 				Action: "concurrent",
-				Requests: []hRequest{
+				Requests: []harnessproto.Request{
 					{Command: "cat", Stdin: str("hello\nworld\n"), TimeoutMs: f64(10000)},
 					{Command: "cat; echo done", TimeoutMs: f64(10000)},
 					{Command: "wc -c; sha256sum | cut -d' ' -f1", Stdin: str(big), TimeoutMs: f64(10000)},
@@ -213,10 +214,10 @@ func TestExecutorWorkdir(t *testing.T) {
 		id.mkdirAt(t, filepath.Join(sess, "sub"))
 		id.mkdirAt(t, filepath.Join(cfg.Workspace, "sub2"))
 		id.writeOwned(t, filepath.Join(sess, "file"), "", 0o644)
-		s := &hSession{ID: "s", Workspace: sess}
+		s := &harnessproto.Session{ID: "s", Workspace: sess}
 		marker := filepath.Join(abs, "ran")
 		touch := fmt.Sprintf("touch %q", marker)
-		reqs := []hRequest{
+		reqs := []harnessproto.Request{
 			{Command: "pwd", Session: s, Workdir: "sub"},
 			{Command: "pwd", Session: s, Workdir: abs},
 			{Command: "pwd", Session: s},
@@ -227,13 +228,13 @@ func TestExecutorWorkdir(t *testing.T) {
 			{Command: touch, Session: s, Workdir: "file"},
 			{Command: touch, Session: s, TimeoutMs: f64(0)},
 			{Command: touch, Session: s, TimeoutMs: f64(-1)},
-			{Command: touch, Session: &hSession{ID: "rel", Workspace: "relative/ws"}},
+			{Command: touch, Session: &harnessproto.Session{ID: "rel", Workspace: "relative/ws"}},
 			{Command: "   "},
 			{Command: "true", TimeoutMs: f64(1e12)},
 			{Command: "true"},
 		}
 		wantPwd := []string{filepath.Join(sess, "sub"), abs, sess, cfg.Workspace, filepath.Join(cfg.Workspace, "sub2"), filepath.Join(sess, "sub")}
-		o := id.harness(t, hSpec{Config: cfg, Action: "concurrent", Requests: reqs})
+		o := id.harness(t, harnessproto.Spec{Config: cfg, Action: "concurrent", Requests: reqs})
 		if len(o.Results) != len(reqs) {
 			t.Fatalf("%d results", len(o.Results))
 		}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
@@ -32,89 +33,8 @@ var (
 )
 
 // ---------------------------------------------------------------------------
-// The harness's JSON spec and output (see integration/internal/harness).
-
-type hConfig struct {
-	Mode        string `json:"mode,omitempty"`
-	Workspace   string `json:"workspace,omitempty"`
-	KillGraceMs int    `json:"kill_grace_ms,omitempty"`
-	TailBytes   int    `json:"tail_bytes,omitempty"`
-	SpillCap    int64  `json:"spill_cap,omitempty"`
-	Runner      string `json:"runner,omitempty"`
-	SpillDir    string `json:"spill_dir,omitempty"`
-	Network     bool   `json:"network,omitempty"`
-	Shell       string `json:"shell,omitempty"`
-}
-
-type hSession struct {
-	ID        string `json:"id"`
-	Workspace string `json:"workspace"`
-}
-
-type hRequest struct {
-	Command        string            `json:"command"`
-	Workdir        string            `json:"workdir,omitempty"`
-	TimeoutMs      *float64          `json:"timeout_ms,omitempty"`
-	Mode           string            `json:"mode,omitempty"`
-	Session        *hSession         `json:"session,omitempty"`
-	Stdin          *string           `json:"stdin,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	DshEnv         map[string]string `json:"dsh_env,omitempty"`
-	StdoutMaxBytes int               `json:"stdout_max_bytes,omitempty"`
-}
-
-type hSpec struct {
-	Config         hConfig    `json:"config"`
-	Action         string     `json:"action"`
-	Request        hRequest   `json:"request"`
-	Requests       []hRequest `json:"requests,omitempty"`
-	AbortAfterMs   int        `json:"abort_after_ms,omitempty"`
-	KillAfterMs    int        `json:"kill_after_ms,omitempty"`
-	KillOn         string     `json:"kill_on,omitempty"`
-	ReadEveryMs    int        `json:"read_every_ms,omitempty"`
-	ReadyOn        string     `json:"ready_on,omitempty"`
-	SurvivorsOf    string     `json:"survivors_of,omitempty"`
-	ExitAfterReady bool       `json:"exit_after_ready,omitempty"`
-}
-
-type hError struct {
-	Text               string `json:"text"`
-	SandboxUnavailable bool   `json:"sandbox_unavailable"`
-	Code               string `json:"code"`
-	ExecError          bool   `json:"exec_error"`
-	NotExist           bool   `json:"not_exist"`
-	Aborted            bool   `json:"aborted"`
-	Canceled           bool   `json:"canceled"`
-	Invalid            bool   `json:"invalid"`
-	Closed             bool   `json:"closed"`
-}
-
-type hOutcome struct {
-	Result          *sandbox.RunResult `json:"result"`
-	Error           *hError            `json:"error"`
-	ElapsedMs       float64            `json:"elapsed_ms"`
-	Deltas          []sandbox.Delta    `json:"deltas"`
-	KillCalled      bool               `json:"kill_called"`
-	KillReturned    bool               `json:"kill_returned"`
-	StatusAfterKill string             `json:"status_after_kill"`
-	KillAfterDone   *bool              `json:"kill_after_done"`
-	StatusAtEnd     string             `json:"status_at_end"`
-}
-
-type hOutput struct {
-	Pid       int    `json:"pid"`
-	SpillDir  string `json:"spill_dir"`
-	Workspace string `json:"workspace"`
-	hOutcome
-	Results     []hOutcome `json:"results"`
-	RSSBeforeKB int64      `json:"rss_before_kb"`
-	HWMAfterKB  int64      `json:"hwm_after_kb"`
-	EnvBefore   []string   `json:"env_before"`
-	EnvAfter    []string   `json:"env_after"`
-	Survivors   []string   `json:"survivors"`
-	NewExecErr  string     `json:"new_executor_error"`
-	CloseErr    string     `json:"close_error"`
-}
+// The harness (integration/internal/harness) and its JSON spec and output
+// (package harnessproto).
 
 func f64(v float64) *float64 { return &v }
 func str(s string) *string   { return &s }
@@ -141,14 +61,14 @@ type harnessProc struct {
 // startHarness starts the harness as the identity with spec on fd 3 and the
 // identity's minimal environment plus env. Its stdout and stderr go to
 // files, so that a process left holding them cannot block anything.
-func (id identity) startHarness(t *testing.T, spec hSpec, env ...string) *harnessProc {
+func (id identity) startHarness(t *testing.T, spec harnessproto.Spec, env ...string) *harnessProc {
 	t.Helper()
 	return id.startHarnessWrapped(t, nil, spec, env...)
 }
 
 // startHarnessWrapped is startHarness behind an argv prefix (a degraded-host
 // simulation that execs the harness).
-func (id identity) startHarnessWrapped(t *testing.T, wrap []string, spec hSpec, env ...string) *harnessProc {
+func (id identity) startHarnessWrapped(t *testing.T, wrap []string, spec harnessproto.Spec, env ...string) *harnessProc {
 	t.Helper()
 	needHarness(t)
 	tmp := t.TempDir()
@@ -205,7 +125,7 @@ func (id identity) startHarnessWrapped(t *testing.T, wrap []string, spec hSpec, 
 }
 
 // wait waits for the harness (killing it after timeout) and decodes its output.
-func (h *harnessProc) wait(t *testing.T, timeout time.Duration) hOutput {
+func (h *harnessProc) wait(t *testing.T, timeout time.Duration) harnessproto.Output {
 	t.Helper()
 	select {
 	case <-h.done:
@@ -224,7 +144,7 @@ func (h *harnessProc) wait(t *testing.T, timeout time.Duration) hOutput {
 	if h.werr != nil {
 		t.Fatalf("the harness failed: %v; spec %s; stderr %q; stdout %q", h.werr, h.spec, h.stderr(), trunc(string(stdout)))
 	}
-	var out hOutput
+	var out harnessproto.Output
 	if err := json.Unmarshal(stdout, &out); err != nil {
 		t.Fatalf("bad harness output: %v: %q", err, trunc(string(stdout)))
 	}
@@ -244,7 +164,7 @@ func (h *harnessProc) stderr() string {
 }
 
 // harness runs the harness to its end as the identity.
-func (id identity) harness(t *testing.T, spec hSpec, env ...string) hOutput {
+func (id identity) harness(t *testing.T, spec harnessproto.Spec, env ...string) harnessproto.Output {
 	t.Helper()
 	out := id.startHarness(t, spec, env...).wait(t, 60*time.Second)
 	if out.NewExecErr != "" {
@@ -256,20 +176,20 @@ func (id identity) harness(t *testing.T, spec hSpec, env ...string) hOutput {
 // hCase is one harness run of a table.
 type hCase struct {
 	name string
-	spec hSpec
+	spec harnessproto.Spec
 	env  []string
 }
 
 // harnessAll starts the harness for every case at once (most cases mostly
 // wait: running them together keeps the suite fast whatever -parallel is),
 // then waits for each.
-func (id identity) harnessAll(t *testing.T, cases []hCase) []hOutput {
+func (id identity) harnessAll(t *testing.T, cases []hCase) []harnessproto.Output {
 	t.Helper()
 	hs := make([]*harnessProc, len(cases))
 	for i, c := range cases {
 		hs[i] = id.startHarness(t, c.spec, c.env...)
 	}
-	outs := make([]hOutput, len(cases))
+	outs := make([]harnessproto.Output, len(cases))
 	for i, h := range hs {
 		outs[i] = h.wait(t, 60*time.Second)
 		if outs[i].NewExecErr != "" {
@@ -281,9 +201,9 @@ func (id identity) harnessAll(t *testing.T, cases []hCase) []hOutput {
 
 // execConfig is the usual executor config for the identity: a workspace it
 // owns, a short kill grace, a spill directory it owns.
-func (id identity) execConfig(t *testing.T, mode string) hConfig {
+func (id identity) execConfig(t *testing.T, mode string) harnessproto.Config {
 	t.Helper()
-	return hConfig{
+	return harnessproto.Config{
 		Mode:        mode,
 		Workspace:   id.workspace(t),
 		KillGraceMs: 400,
@@ -292,7 +212,7 @@ func (id identity) execConfig(t *testing.T, mode string) hConfig {
 }
 
 // requireResult fails unless the outcome is a result without an error.
-func requireResult(t *testing.T, o hOutcome) *sandbox.RunResult {
+func requireResult(t *testing.T, o harnessproto.Outcome) *sandbox.RunResult {
 	t.Helper()
 	if o.Error != nil {
 		t.Fatalf("unexpected error: %+v", *o.Error)
@@ -388,17 +308,17 @@ func TestExecutorTimeoutTrapRuns(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		var cases []hCase
 		for _, mode := range execModes {
-			cases = append(cases, hCase{name: mode, spec: hSpec{
+			cases = append(cases, hCase{name: mode, spec: harnessproto.Spec{
 				Config:  id.execConfig(t, mode),
 				Action:  "run",
-				Request: hRequest{Command: `trap 'echo bye' TERM; sleep 30 & wait`, TimeoutMs: f64(300)},
+				Request: harnessproto.Request{Command: `trap 'echo bye' TERM; sleep 30 & wait`, TimeoutMs: f64(300)},
 			}})
 		}
 		outs := id.harnessAll(t, cases)
 		for i, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				out := outs[i]
-				r := requireResult(t, out.hOutcome)
+				r := requireResult(t, out.Outcome)
 				requireConfined(t, r, c.name)
 				if !strings.Contains(r.Stdout.Text, "bye") {
 					t.Errorf("stdout %q lacks the TERM trap's output", r.Stdout.Text)
@@ -426,14 +346,14 @@ func TestExecutorTimeoutKillsAfterGrace(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		var cases []hCase
 		for _, mode := range execModes {
-			cases = append(cases, hCase{name: mode + "/timeout", spec: hSpec{
+			cases = append(cases, hCase{name: mode + "/timeout", spec: harnessproto.Spec{
 				Config:  id.execConfig(t, mode), // grace 400 ms
 				Action:  "run",
-				Request: hRequest{Command: script, TimeoutMs: f64(300)},
-			}}, hCase{name: mode + "/kill", spec: hSpec{
+				Request: harnessproto.Request{Command: script, TimeoutMs: f64(300)},
+			}}, hCase{name: mode + "/kill", spec: harnessproto.Spec{
 				Config:      id.execConfig(t, mode),
 				Action:      "start",
-				Request:     hRequest{Command: script},
+				Request:     harnessproto.Request{Command: script},
 				KillAfterMs: 300,
 			}})
 		}
@@ -442,7 +362,7 @@ func TestExecutorTimeoutKillsAfterGrace(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				out := outs[i]
 				mode, how, _ := strings.Cut(c.name, "/")
-				r := requireResult(t, out.hOutcome)
+				r := requireResult(t, out.Outcome)
 				requireConfined(t, r, mode)
 				if r.Signal != "SIGKILL" && r.ExitCode != 137 {
 					t.Errorf("signal=%q exit=%d, want SIGKILL / 137", r.Signal, r.ExitCode)
@@ -486,9 +406,9 @@ func TestExecutorNoSurvivors(t *testing.T) {
 			for _, how := range []string{"timeout", "abort", "kill", "background-abort"} {
 				n := taggedNonce(t)
 				nonces = append(nonces, n)
-				spec := hSpec{
+				spec := harnessproto.Spec{
 					Config:      id.execConfig(t, mode),
-					Request:     hRequest{Command: treeScript(n)},
+					Request:     harnessproto.Request{Command: treeScript(n)},
 					SurvivorsOf: n,
 				}
 				switch how {
@@ -562,8 +482,8 @@ func TestExecutorTimeoutAbortExclusive(t *testing.T) {
 			for _, cause := range []string{"abort", "timeout"} {
 				cfg := id.execConfig(t, mode)
 				cfg.KillGraceMs = grace
-				spec := hSpec{Config: cfg, Action: "run",
-					Request:      hRequest{Command: `trap '' TERM; while :; do sleep 0.05; done`, TimeoutMs: f64(second)},
+				spec := harnessproto.Spec{Config: cfg, Action: "run",
+					Request:      harnessproto.Request{Command: `trap '' TERM; while :; do sleep 0.05; done`, TimeoutMs: f64(second)},
 					AbortAfterMs: first,
 				}
 				if cause == "timeout" {
@@ -595,7 +515,7 @@ func TestExecutorTimeoutAbortExclusive(t *testing.T) {
 					}
 					return
 				}
-				r := requireResult(t, out.hOutcome)
+				r := requireResult(t, out.Outcome)
 				if !r.TimedOut || r.Aborted {
 					t.Errorf("timedOut=%v aborted=%v, want true false", r.TimedOut, r.Aborted)
 				}
@@ -617,16 +537,16 @@ func TestExecutorHostExitKillsTrees(t *testing.T) {
 		for _, how := range []string{"sigkill", "exit"} {
 			t.Run(how, func(t *testing.T) {
 				n := taggedNonce(t)
-				var reqs []hRequest
+				var reqs []harnessproto.Request
 				var sleeps []string
 				for i, mode := range execModes {
 					m := fmt.Sprintf("%s%d", n, i)
-					reqs = append(reqs, hRequest{Command: treeScript(m), Mode: mode})
+					reqs = append(reqs, harnessproto.Request{Command: treeScript(m), Mode: mode})
 					for k := 1; k <= 3; k++ {
 						sleeps = append(sleeps, fmt.Sprintf("1000%s%d", m, k))
 					}
 				}
-				h := id.startHarness(t, hSpec{Config: id.execConfig(t, "workspace-write"), Action: "hold", Requests: reqs,
+				h := id.startHarness(t, harnessproto.Spec{Config: id.execConfig(t, "workspace-write"), Action: "hold", Requests: reqs,
 					ReadyOn: "ready", ExitAfterReady: how == "exit"})
 				var line string
 				_ = pollCond(20*time.Second, func() bool {
@@ -670,12 +590,12 @@ func TestExecutorBackgroundDenial(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		out := id.outside(t)
 		target := filepath.Join(out, "f")
-		o := id.harness(t, hSpec{
+		o := id.harness(t, harnessproto.Spec{
 			Config:  id.execConfig(t, "workspace-write"),
 			Action:  "start",
-			Request: hRequest{Command: fmt.Sprintf("echo x > %q; sleep 0.2", target)},
+			Request: harnessproto.Request{Command: fmt.Sprintf("echo x > %q; sleep 0.2", target)},
 		})
-		r := requireResult(t, o.hOutcome)
+		r := requireResult(t, o.Outcome)
 		requireConfined(t, r, "workspace-write")
 		if !r.Sandbox.Denied {
 			t.Errorf("denied = false, want true; facts %+v", r.Sandbox)
@@ -757,8 +677,8 @@ func TestExecutorRunnerKilledNoSurvivors(t *testing.T) {
 			}
 			for _, action := range []string{"run", "start"} {
 				c := &rcase{name: v.name + "/" + action, mode: v.mode, action: action, wrap: v.wrap, n: taggedNonce(t)}
-				spec := hSpec{Config: id.execConfig(t, v.mode), Action: action, SurvivorsOf: c.n,
-					Request: hRequest{Command: treeScript(c.n)}}
+				spec := harnessproto.Spec{Config: id.execConfig(t, v.mode), Action: action, SurvivorsOf: c.n,
+					Request: harnessproto.Request{Command: treeScript(c.n)}}
 				if action == "run" {
 					spec.Request.TimeoutMs = f64(3000)
 				}

@@ -5,7 +5,7 @@
 //
 //	harness [-spec FILE | -spec-fd N] < spec.json
 //
-// The spec is a Spec: an executor Config, then one action.
+// The spec is a harnessproto.Spec: an executor Config, then one action.
 //
 //	run         Run Request (cancelling its context after abort_after_ms
 //	            when set) and print an Output with its result and error.
@@ -41,101 +41,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
-
-// Config is the executor's configuration (zero values: the defaults).
-type Config struct {
-	Mode        string `json:"mode"`
-	Workspace   string `json:"workspace"`
-	KillGraceMs int    `json:"kill_grace_ms"`
-	TailBytes   int    `json:"tail_bytes"`
-	SpillCap    int64  `json:"spill_cap"`
-	Runner      string `json:"runner"`
-	SpillDir    string `json:"spill_dir"`
-	Network     bool   `json:"network"`
-	Shell       string `json:"shell"`
-}
-
-// Session is a sandbox.Session.
-type Session struct {
-	ID        string `json:"id"`
-	Workspace string `json:"workspace"`
-}
-
-// Request is a sandbox.Request; a nil Stdin means none.
-type Request struct {
-	Command        string            `json:"command"`
-	Workdir        string            `json:"workdir"`
-	TimeoutMs      *float64          `json:"timeout_ms"`
-	Mode           string            `json:"mode"`
-	Session        *Session          `json:"session"`
-	Stdin          *string           `json:"stdin"`
-	Env            map[string]string `json:"env"`
-	DshEnv         map[string]string `json:"dsh_env"`
-	StdoutMaxBytes int               `json:"stdout_max_bytes"`
-}
-
-// Spec is the harness's input.
-type Spec struct {
-	Config       Config    `json:"config"`
-	Action       string    `json:"action"`
-	Request      Request   `json:"request"`
-	Requests     []Request `json:"requests"`
-	AbortAfterMs int       `json:"abort_after_ms"`
-	KillAfterMs  int       `json:"kill_after_ms"`
-	KillOn       string    `json:"kill_on"`
-	ReadEveryMs  int       `json:"read_every_ms"`
-	ReadyOn      string    `json:"ready_on"`
-	SurvivorsOf  string    `json:"survivors_of"`
-	// hold: exit(0) once ready instead of blocking
-	ExitAfterReady bool `json:"exit_after_ready"`
-}
-
-// ErrorInfo classifies an error.
-type ErrorInfo struct {
-	Text               string `json:"text"`
-	SandboxUnavailable bool   `json:"sandbox_unavailable"`
-	Code               string `json:"code,omitempty"`
-	ExecError          bool   `json:"exec_error"`
-	NotExist           bool   `json:"not_exist"`
-	Aborted            bool   `json:"aborted"`
-	Canceled           bool   `json:"canceled"`
-	Invalid            bool   `json:"invalid"`
-	Closed             bool   `json:"closed"`
-}
-
-// Outcome is the end of one command.
-type Outcome struct {
-	Result    *sandbox.RunResult `json:"result"`
-	Error     *ErrorInfo         `json:"error"`
-	ElapsedMs float64            `json:"elapsed_ms"`
-	// start only
-	Deltas          []sandbox.Delta `json:"deltas,omitempty"`
-	KillCalled      bool            `json:"kill_called,omitempty"`
-	KillReturned    bool            `json:"kill_returned,omitempty"`
-	StatusAfterKill string          `json:"status_after_kill,omitempty"`
-	KillAfterDone   *bool           `json:"kill_after_done,omitempty"`
-	StatusAtEnd     string          `json:"status_at_end,omitempty"`
-}
-
-// Output is the harness's output.
-type Output struct {
-	Pid         int       `json:"pid"`
-	SpillDir    string    `json:"spill_dir"`
-	Workspace   string    `json:"workspace"`
-	Outcome               // run, start
-	Results     []Outcome `json:"results,omitempty"` // concurrent
-	RSSBeforeKB int64     `json:"rss_before_kb"`
-	HWMAfterKB  int64     `json:"hwm_after_kb"`
-	EnvBefore   []string  `json:"env_before"`
-	EnvAfter    []string  `json:"env_after"`
-	Survivors   []string  `json:"survivors"`
-	NewExecErr  string    `json:"new_executor_error,omitempty"`
-	CloseErr    string    `json:"close_error,omitempty"`
-}
 
 func main() {
 	specPath := flag.String("spec", "", "read the spec from this file instead of stdin")
@@ -155,14 +65,14 @@ func main() {
 		defer f.Close()
 		in = f
 	}
-	var spec Spec
+	var spec harnessproto.Spec
 	dec := json.NewDecoder(in)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
 		fatal(fmt.Errorf("bad spec: %w", err))
 	}
 
-	out := Output{Pid: os.Getpid(), EnvBefore: os.Environ(), Survivors: []string{}}
+	out := harnessproto.Output{Pid: os.Getpid(), EnvBefore: os.Environ(), Survivors: []string{}}
 	e, err := newExecutor(spec.Config)
 	if err != nil {
 		out.NewExecErr, out.EnvAfter = err.Error(), os.Environ()
@@ -178,7 +88,7 @@ func main() {
 	case "start":
 		out.Outcome = start(e, spec)
 	case "concurrent":
-		out.Results = make([]Outcome, len(spec.Requests))
+		out.Results = make([]harnessproto.Outcome, len(spec.Requests))
 		var wg sync.WaitGroup
 		for i, r := range spec.Requests {
 			wg.Go(func() { out.Results[i] = run(e, r, spec.AbortAfterMs) })
@@ -207,7 +117,7 @@ func main() {
 	emit(out)
 }
 
-func newExecutor(c Config) (*sandbox.Executor, error) {
+func newExecutor(c harnessproto.Config) (*sandbox.Executor, error) {
 	cfg := sandbox.Config{
 		Workspace: c.Workspace,
 		KillGrace: time.Duration(c.KillGraceMs) * time.Millisecond,
@@ -228,7 +138,7 @@ func newExecutor(c Config) (*sandbox.Executor, error) {
 	return sandbox.NewExecutor(cfg)
 }
 
-func request(r Request) (sandbox.Request, error) {
+func request(r harnessproto.Request) (sandbox.Request, error) {
 	req := sandbox.Request{
 		Command:        r.Command,
 		Workdir:        r.Workdir,
@@ -253,7 +163,7 @@ func request(r Request) (sandbox.Request, error) {
 	return req, nil
 }
 
-func run(e *sandbox.Executor, r Request, abortAfterMs int) Outcome {
+func run(e *sandbox.Executor, r harnessproto.Request, abortAfterMs int) harnessproto.Outcome {
 	req, err := request(r)
 	if err != nil {
 		fatal(err)
@@ -265,10 +175,10 @@ func run(e *sandbox.Executor, r Request, abortAfterMs int) Outcome {
 		time.AfterFunc(time.Duration(abortAfterMs)*time.Millisecond, cancel)
 	}
 	res, err := e.Run(ctx, req)
-	return Outcome{Result: res, Error: classify(err), ElapsedMs: ms(time.Since(t0))}
+	return harnessproto.Outcome{Result: res, Error: classify(err), ElapsedMs: ms(time.Since(t0))}
 }
 
-func start(e *sandbox.Executor, spec Spec) Outcome {
+func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
 	req, err := request(spec.Request)
 	if err != nil {
 		fatal(err)
@@ -278,9 +188,9 @@ func start(e *sandbox.Executor, spec Spec) Outcome {
 	t0 := time.Now()
 	p, err := e.Start(ctx, req)
 	if err != nil {
-		return Outcome{Error: classify(err), ElapsedMs: ms(time.Since(t0))}
+		return harnessproto.Outcome{Error: classify(err), ElapsedMs: ms(time.Since(t0))}
 	}
-	var o Outcome
+	var o harnessproto.Outcome
 	if spec.AbortAfterMs > 0 {
 		time.AfterFunc(time.Duration(spec.AbortAfterMs)*time.Millisecond, cancel)
 	}
@@ -340,7 +250,7 @@ loop:
 	return o
 }
 
-func hold(e *sandbox.Executor, spec Spec) {
+func hold(e *sandbox.Executor, spec harnessproto.Spec) {
 	ready := spec.ReadyOn
 	if ready == "" {
 		ready = "ready"
@@ -379,11 +289,11 @@ func hold(e *sandbox.Executor, spec Spec) {
 	select {}
 }
 
-func classify(err error) *ErrorInfo {
+func classify(err error) *harnessproto.ErrorInfo {
 	if err == nil {
 		return nil
 	}
-	info := &ErrorInfo{Text: err.Error()}
+	info := &harnessproto.ErrorInfo{Text: err.Error()}
 	var su *sandbox.SandboxUnavailableError
 	if errors.As(err, &su) {
 		info.SandboxUnavailable, info.Code = true, su.Code()
@@ -417,7 +327,7 @@ func procStatusKB(field string) int64 {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func emit(out Output) {
+func emit(out harnessproto.Output) {
 	enc := json.NewEncoder(os.Stdout)
 	if err := enc.Encode(out); err != nil {
 		fatal(err)

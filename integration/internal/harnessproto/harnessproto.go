@@ -1,0 +1,100 @@
+package harnessproto
+
+import "github.com/dsh-sandbox/dsh-sandbox/sandbox"
+
+// ---------------------------------------------------------------------------
+// The spec (written by the tests, read by the harness).
+
+// Config is the executor's configuration (zero values: the defaults).
+type Config struct {
+	Mode        string `json:"mode,omitempty"`
+	Workspace   string `json:"workspace,omitempty"`
+	KillGraceMs int    `json:"kill_grace_ms,omitempty"`
+	TailBytes   int    `json:"tail_bytes,omitempty"`
+	SpillCap    int64  `json:"spill_cap,omitempty"`
+	Runner      string `json:"runner,omitempty"`
+	SpillDir    string `json:"spill_dir,omitempty"`
+	Network     bool   `json:"network,omitempty"`
+	Shell       string `json:"shell,omitempty"`
+}
+
+// Session is a sandbox.Session.
+type Session struct {
+	ID        string `json:"id"`
+	Workspace string `json:"workspace"`
+}
+
+// Request is a sandbox.Request; a nil Stdin means none.
+type Request struct {
+	Command        string            `json:"command"`
+	Workdir        string            `json:"workdir,omitempty"`
+	TimeoutMs      *float64          `json:"timeout_ms,omitempty"`
+	Mode           string            `json:"mode,omitempty"`
+	Session        *Session          `json:"session,omitempty"`
+	Stdin          *string           `json:"stdin,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	DshEnv         map[string]string `json:"dsh_env,omitempty"`
+	StdoutMaxBytes int               `json:"stdout_max_bytes,omitempty"`
+}
+
+// Spec is the harness's input.
+type Spec struct {
+	Config       Config    `json:"config"`
+	Action       string    `json:"action"`
+	Request      Request   `json:"request"`
+	Requests     []Request `json:"requests,omitempty"`
+	AbortAfterMs int       `json:"abort_after_ms,omitempty"`
+	KillAfterMs  int       `json:"kill_after_ms,omitempty"`
+	KillOn       string    `json:"kill_on,omitempty"`
+	ReadEveryMs  int       `json:"read_every_ms,omitempty"`
+	ReadyOn      string    `json:"ready_on,omitempty"`
+	SurvivorsOf  string    `json:"survivors_of,omitempty"`
+	// hold: exit(0) once ready instead of blocking
+	ExitAfterReady bool `json:"exit_after_ready,omitempty"`
+}
+
+// ---------------------------------------------------------------------------
+// The output (written by the harness, read by the tests).
+
+// ErrorInfo classifies an error.
+type ErrorInfo struct {
+	Text               string `json:"text"`
+	SandboxUnavailable bool   `json:"sandbox_unavailable"`
+	Code               string `json:"code,omitempty"`
+	ExecError          bool   `json:"exec_error"`
+	NotExist           bool   `json:"not_exist"`
+	Aborted            bool   `json:"aborted"`
+	Canceled           bool   `json:"canceled"`
+	Invalid            bool   `json:"invalid"`
+	Closed             bool   `json:"closed"`
+}
+
+// Outcome is the end of one command.
+type Outcome struct {
+	Result    *sandbox.RunResult `json:"result"`
+	Error     *ErrorInfo         `json:"error"`
+	ElapsedMs float64            `json:"elapsed_ms"`
+	// start only
+	Deltas          []sandbox.Delta `json:"deltas,omitempty"`
+	KillCalled      bool            `json:"kill_called,omitempty"`
+	KillReturned    bool            `json:"kill_returned,omitempty"`
+	StatusAfterKill string          `json:"status_after_kill,omitempty"`
+	KillAfterDone   *bool           `json:"kill_after_done,omitempty"`
+	StatusAtEnd     string          `json:"status_at_end,omitempty"`
+}
+
+// Output is the harness's output.
+type Output struct {
+	Pid         int       `json:"pid"`
+	SpillDir    string    `json:"spill_dir"`
+	Workspace   string    `json:"workspace"`
+	Outcome               // run, start
+	Results     []Outcome `json:"results,omitempty"` // concurrent
+	RSSBeforeKB int64     `json:"rss_before_kb"`
+	HWMAfterKB  int64     `json:"hwm_after_kb"`
+	EnvBefore   []string  `json:"env_before"`
+	EnvAfter    []string  `json:"env_after"`
+	Survivors   []string  `json:"survivors"`
+	NewExecErr  string    `json:"new_executor_error,omitempty"`
+	CloseErr    string    `json:"close_error,omitempty"`
+}
