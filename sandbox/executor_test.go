@@ -5,10 +5,12 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -260,4 +262,20 @@ func TestClosedExecutor(t *testing.T) {
 	require.NoError(t, e.Close())
 	_, err := e.Run(context.Background(), Request{Command: "true"})
 	assert.ErrorIs(t, err, ErrClosed)
+}
+
+func TestExitCodeOf(t *testing.T) {
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{&SetupError{Detail: "no seccomp"}, 125},
+		{&ExecError{Detail: "x: No such file or directory", Err: syscall.ENOENT}, 127},
+		{&ExecError{Detail: "x: Permission denied", Err: syscall.EACCES}, 126},
+		{fmt.Errorf("wrapped: %w", &ExecError{Err: syscall.ENOENT}), 127},
+		{errors.New("other"), 125},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, ExitCodeOf(tt.err), tt.err.Error())
+	}
 }
