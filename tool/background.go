@@ -13,26 +13,34 @@ import (
 // render the new output with the bash markers, and the end maps to a task
 // outcome.
 type taskHandle struct {
-	p        *sandbox.Process
+	done     <-chan struct{}
 	confines bool
 
-	mu       sync.Mutex
-	reported bool // the sandbox markers of the end were read
+	mu sync.Mutex
+	// p is released once the read that follows its end has returned
+	// everything, so that a finished task the runtime keeps (for its id,
+	// owner and status) no longer holds its output tails.
+	p   *sandbox.Process
+	end tasks.Outcome // valid once p is released
 }
 
 var _ tasks.Handle = (*taskHandle)(nil)
 
 func newTaskHandle(p *sandbox.Process, confines bool) *taskHandle {
-	return &taskHandle{p: p, confines: confines}
+	return &taskHandle{p: p, done: p.Done(), confines: confines}
 }
 
 // Read renders the output since the previous read: stdout, then [stderr]
 // and stderr, a notice when unread bytes were dropped from memory, and —
-// once, after the process settled — the denial marker (with the escalation
-// hint) or the runner-failure marker.
+// once, in the first read after the process settled, which also releases
+// it — the denial marker (with the escalation hint) or the runner-failure
+// marker.
 func (h *taskHandle) Read() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.p == nil {
+		return ""
+	}
 	// Settled before reading means the read below holds everything.
 	res := h.p.Result()
 	d := h.p.Read()
@@ -46,24 +54,36 @@ func (h *taskHandle) Read() string {
 	if d.Lossy {
 		parts = append(parts, LossyNotice(d.SpillPaths))
 	}
-	if res != nil && !h.reported {
-		h.reported = true
+	if res != nil {
 		parts = append(parts, sandboxMarkers(res.Sandbox, h.confines)...)
+		h.end, h.p = outcomeOf(res), nil
 	}
 	return strings.Join(parts, "\n")
 }
 
 // Cancel stops the process: SIGTERM to its group, SIGKILL to the whole
 // tree after the grace.
-func (h *taskHandle) Cancel() { h.p.Kill() }
+func (h *taskHandle) Cancel() {
+	h.mu.Lock()
+	p := h.p
+	h.mu.Unlock()
+	if p != nil {
+		p.Kill()
+	}
+}
 
 // Done is closed once the process settled.
-func (h *taskHandle) Done() <-chan struct{} { return h.p.Done() }
+func (h *taskHandle) Done() <-chan struct{} { return h.done }
 
 // Outcome maps the end: killed (Cancel or the runtime's context) with
 // "signal: <SIG>" or "killed before exit"; a lost runner: failed; anything
 // else: completed with "exit code: <N>".
 func (h *taskHandle) Outcome() tasks.Outcome {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.p == nil {
+		return h.end
+	}
 	return outcomeOf(h.p.Result())
 }
 

@@ -174,3 +174,17 @@ func TestValueJSON(t *testing.T) {
 	assert.Equal(t, "hi\n", v["stdout"].(map[string]any)["text"])
 	assert.Equal(t, "hi\n[exit code: 4]", r.Text)
 }
+
+func TestTaskHandleReleasesTheProcessAfterTheLastRead(t *testing.T) {
+	e, _ := newExecutor(t, modes.WorkspaceWrite)
+	p, err := e.Start(context.Background(), sandboxRequest("echo out; exit 3"))
+	require.NoError(t, err)
+	h := newTaskHandle(p, true)
+	<-h.Done()
+	assert.Equal(t, tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: 3"}, h.Outcome())
+	assert.Equal(t, "out", h.Read())
+	assert.Nil(t, h.p, "the finished process is released")
+	assert.Equal(t, "", h.Read())
+	assert.Equal(t, tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: 3"}, h.Outcome())
+	h.Cancel() // a no-op once finished
+}

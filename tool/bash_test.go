@@ -278,3 +278,5 @@ func TestRegistryEnvReachesTheChild(t *testing.T) {
 	r = b.Call(context.Background(), call.Context{}, args(t, map[string]any{"command": "true", "description": "d"}))
 	assert.Equal(t, `Error: bash env contributor "broken" returned a non-string value for "DSH_BROKEN"`, r.Text)
 }
+
+func sandboxRequest(command string) sandbox.Request { return sandbox.Request{Command: command} }
