@@ -15,10 +15,12 @@ type job struct {
 	done chan struct{}
 }
 
-func (j *job) Read() string           { o := j.out; j.out = ""; return o }
-func (j *job) Cancel()                {}
-func (j *job) Done() <-chan struct{}  { return j.done }
-func (j *job) Outcome() tasks.Outcome { return tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: 0"} }
+func (j *job) Read() string          { o := j.out; j.out = ""; return o }
+func (j *job) Cancel()               {}
+func (j *job) Done() <-chan struct{} { return j.done }
+func (j *job) Outcome() tasks.Outcome {
+	return tasks.Outcome{Status: tasks.StatusCompleted, Detail: "exit code: 0"}
+}
 
 // Tasks belong to the session that started them: another session cannot
 // read them.
