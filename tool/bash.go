@@ -181,12 +181,15 @@ func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, current mod
 	case c.Agent == nil:
 		return 0, fmt.Sprintf("sandbox escalation to %q requires approval, but the call has no agent to route it through", want.String())
 	}
-	outcome := b.o.Approver.Approve(ctx, ApprovalRequest{
+	outcome, ok := approve(ctx, b.o.Approver, ApprovalRequest{
 		Agent:  c.Agent,
 		Tool:   Name,
 		CallID: c.ID,
 		Reason: fmt.Sprintf("escalate sandbox to %s: %s", want, a.Justification),
 	})
+	if !ok {
+		return 0, errAborted
+	}
 	switch outcome {
 	case AllowedOnce:
 		return want, ""
@@ -196,6 +199,23 @@ func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, current mod
 		return 0, fmt.Sprintf("approval for escalating to %q was cancelled", want.String())
 	default:
 		return 0, fmt.Sprintf("sandbox escalation to %q requires approval, but no approval channel is available", want.String())
+	}
+}
+
+// approve asks the approver, and stops waiting when ctx is done: an Approver
+// that ignores the abort cannot hold the call (ok is false then; an answer
+// that arrives later is dropped, never applied).
+func approve(ctx context.Context, ap Approver, r ApprovalRequest) (outcome ApprovalOutcome, ok bool) {
+	if ctx.Err() != nil {
+		return "", false
+	}
+	answer := make(chan ApprovalOutcome, 1)
+	go func() { answer <- ap.Approve(ctx, r) }()
+	select {
+	case outcome = <-answer:
+		return outcome, ctx.Err() == nil
+	case <-ctx.Done():
+		return "", false
 	}
 }
 

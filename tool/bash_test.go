@@ -280,3 +280,39 @@ func TestRegistryEnvReachesTheChild(t *testing.T) {
 }
 
 func sandboxRequest(command string) sandbox.Request { return sandbox.Request{Command: command} }
+
+// TestApproverIgnoringAbortCannotHoldTheCall: an Approver that never looks at
+// ctx must not block Call past the abort, and its late answer is dropped.
+func TestApproverIgnoringAbortCannotHoldTheCall(t *testing.T) {
+	e, ws := newExecutor(t, modes.ReadOnly)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	answered := make(chan struct{})
+	ap := ApproverFunc(func(context.Context, ApprovalRequest) ApprovalOutcome {
+		close(entered)
+		<-release // ignores ctx
+		defer close(answered)
+		return AllowedOnce
+	})
+	b := newBash(t, Options{Executor: e, Approver: ap})
+	marker := filepath.Join(ws, "spawned")
+	go func() { <-entered; cancel() }()
+	done := make(chan call.Result, 1)
+	go func() {
+		done <- b.Call(ctx, call.Context{Agent: &call.Agent{Session: "s", Workspace: ws}}, args(t, map[string]any{
+			"command": "touch " + marker, "description": "Touch a marker", "sandbox_permissions": "workspace-write", "justification": "j"}))
+	}()
+	var r call.Result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("Call still waits for an Approver that ignores the abort")
+	}
+	assert.True(t, r.IsError)
+	assert.Equal(t, "Error: tool call aborted", r.Text)
+	close(release)
+	<-answered
+	assert.NoFileExists(t, marker)
+}
