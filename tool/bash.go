@@ -148,11 +148,21 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 		req.Session = &sandbox.Session{ID: c.Agent.Session, Workspace: c.Agent.Workspace}
 	}
 	if b.o.Env != nil {
-		env, err := b.o.Env(ctx, c, a.RunInBackground)
-		if err != nil {
-			return call.Error(err.Error())
+		type envResult struct {
+			env map[string]string
+			err error
 		}
-		req.DshEnv = env
+		got, ok := await(ctx, func() envResult {
+			env, err := b.o.Env(ctx, c, a.RunInBackground)
+			return envResult{env, err}
+		})
+		if !ok {
+			return call.Error(errAborted)
+		}
+		if got.err != nil {
+			return call.Error(got.err.Error())
+		}
+		req.DshEnv = got.env
 	}
 	if a.RunInBackground {
 		return b.background(c, a, req, mode)
@@ -202,20 +212,25 @@ func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, current mod
 	}
 }
 
-// approve asks the approver, and stops waiting when ctx is done: an Approver
-// that ignores the abort cannot hold the call (ok is false then; an answer
-// that arrives later is dropped, never applied).
-func approve(ctx context.Context, ap Approver, r ApprovalRequest) (outcome ApprovalOutcome, ok bool) {
+// approve asks the approver, and stops waiting when ctx is done (ok false).
+func approve(ctx context.Context, ap Approver, r ApprovalRequest) (ApprovalOutcome, bool) {
+	return await(ctx, func() ApprovalOutcome { return ap.Approve(ctx, r) })
+}
+
+// await runs a harness-supplied hook and waits for it or for ctx, whichever
+// comes first: a hook that ignores the abort cannot hold the call (ok is
+// false then; an answer that arrives later is dropped, never applied).
+func await[T any](ctx context.Context, hook func() T) (v T, ok bool) {
 	if ctx.Err() != nil {
-		return "", false
+		return v, false
 	}
-	answer := make(chan ApprovalOutcome, 1)
-	go func() { answer <- ap.Approve(ctx, r) }()
+	answer := make(chan T, 1)
+	go func() { answer <- hook() }()
 	select {
-	case outcome = <-answer:
-		return outcome, ctx.Err() == nil
+	case v = <-answer:
+		return v, ctx.Err() == nil
 	case <-ctx.Done():
-		return "", false
+		return v, false
 	}
 }
 

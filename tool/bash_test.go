@@ -316,3 +316,32 @@ func TestApproverIgnoringAbortCannotHoldTheCall(t *testing.T) {
 	<-answered
 	assert.NoFileExists(t, marker)
 }
+
+// TestEnvHookIgnoringAbortCannotHoldTheCall: the same for the managed-env
+// hook (a contributor that blocks).
+func TestEnvHookIgnoringAbortCannotHoldTheCall(t *testing.T) {
+	e, ws := newExecutor(t, modes.WorkspaceWrite)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	b := newBash(t, Options{Executor: e, Env: func(context.Context, call.Context, bool) (map[string]string, error) {
+		close(entered)
+		<-release // ignores ctx
+		return nil, nil
+	}})
+	t.Cleanup(func() { close(release) })
+	marker := filepath.Join(ws, "spawned")
+	go func() { <-entered; cancel() }()
+	done := make(chan call.Result, 1)
+	go func() {
+		done <- b.Call(ctx, call.Context{}, args(t, map[string]any{"command": "touch " + marker, "description": "Touch a marker"}))
+	}()
+	select {
+	case r := <-done:
+		assert.True(t, r.IsError)
+		assert.Equal(t, "Error: tool call aborted", r.Text)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Call still waits for an Env hook that ignores the abort")
+	}
+	assert.NoFileExists(t, marker)
+}
