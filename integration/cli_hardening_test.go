@@ -1,9 +1,12 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -451,6 +454,91 @@ func TestDenialsCapped(t *testing.T) {
 				if len(r.ReportRaw) > 400<<10 {
 					t.Errorf("report is %d bytes", len(r.ReportRaw))
 				}
+			})
+		}
+	})
+}
+
+// TestInvalidPolicyRefused: sandbox.Cmd (built by integration/internal/rawcmd)
+// refuses a hand-built policy that would enforce something else than it says
+// (read-only with writable roots, relative roots, a workspace outside the
+// roots): Start fails with a *SetupError and the command never runs. A
+// consistent hand-built policy runs, confined.
+func TestInvalidPolicyRefused(t *testing.T) {
+	needCLI(t)
+	bin := filepath.Join(binDir, "rawcmd")
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := goBuild(root, bin, "./integration/internal/rawcmd"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(bin) })
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		type policy struct {
+			Mode          string   `json:"mode"`
+			Workspace     string   `json:"workspace"`
+			WritableRoots []string `json:"writable_roots"`
+			Protected     []string `json:"protected"`
+		}
+		cases := []struct {
+			name   string
+			p      func(ws, out string) policy
+			refuse string // "" : it runs
+		}{
+			{"read-only with a writable root", func(ws, out string) policy {
+				return policy{Mode: "read-only", Workspace: ws, WritableRoots: []string{out}}
+			}, "invalid policy: read-only mode with writable roots"},
+			{"relative writable root", func(ws, out string) policy {
+				return policy{Mode: "workspace-write", Workspace: ws, WritableRoots: []string{ws, "tmp"}}
+			}, "is not absolute"},
+			{"unclean writable root", func(ws, out string) policy {
+				return policy{Mode: "workspace-write", Workspace: ws, WritableRoots: []string{ws, out + "/."}}
+			}, "is not clean"},
+			{"workspace outside the roots", func(ws, out string) policy {
+				return policy{Mode: "workspace-write", Workspace: out, WritableRoots: []string{ws}}
+			}, "is in no writable root"},
+			{"relative workspace", func(ws, out string) policy { return policy{Mode: "read-only", Workspace: "."} }, "is not absolute"},
+			{"consistent", func(ws, out string) policy {
+				return policy{Mode: "workspace-write", Workspace: ws, WritableRoots: []string{ws}}
+			}, ""},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				ws, out := id.workspace(t), id.outside(t)
+				pj, err := json.Marshal(c.p(ws, out))
+				if err != nil {
+					t.Fatal(err)
+				}
+				inWs, inOut := filepath.Join(ws, "marker"), filepath.Join(out, "marker")
+				cmd := exec.Command(bin, string(pj), "bash", "-c", `touch "$1"; touch "$2"; true`, "_", inWs, inOut)
+				cmd.Env, cmd.Dir, cmd.SysProcAttr = id.env(), ws, id.sysProcAttr()
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				err = cmd.Run()
+				var ee *exec.ExitError
+				code := 0
+				if errors.As(err, &ee) {
+					code = ee.ExitCode()
+				} else if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("policy %s: exit %d, stderr %q", pj, code, stderr.String())
+				requireAbsent(t, inOut)
+				if c.refuse == "" {
+					if code != 0 {
+						t.Errorf("exit %d, want 0", code)
+					}
+					if !exists(inWs) {
+						t.Errorf("%s not written under a consistent workspace-write policy", inWs)
+					}
+					return
+				}
+				if code != 125 || !strings.Contains(stderr.String(), "setup error: invalid policy: ") || !strings.Contains(stderr.String(), c.refuse) {
+					t.Errorf("exit %d stderr %q, want 125 and a setup error containing %q", code, stderr.String(), c.refuse)
+				}
+				requireAbsent(t, inWs)
 			})
 		}
 	})
