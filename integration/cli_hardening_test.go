@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +87,61 @@ func TestReportNotRedirected(t *testing.T) {
 				}
 			})
 		}
+		// A report path reused from run to run: an earlier command may have
+		// left a symlink or a FIFO there. Refused before anything runs.
+		planted := []struct {
+			name  string
+			plant func(t *testing.T, rep, victim string)
+		}{
+			{"symlink planted before the run", func(t *testing.T, rep, victim string) {
+				if err := os.Symlink(victim, rep); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"FIFO planted before the run", func(t *testing.T, rep, _ string) {
+				if err := syscall.Mkfifo(rep, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Lchown(rep, int(id.uid), int(id.gid)); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		}
+		for _, c := range planted {
+			t.Run(c.name, func(t *testing.T) {
+				ws, out := id.workspace(t), id.outside(t)
+				rep, victim := id.ownReport(t), filepath.Join(out, "victim")
+				id.writeOwned(t, victim, "precious\n", 0o644)
+				c.plant(t, rep, victim)
+				marker := filepath.Join(ws, "ran")
+				r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws, "--report", rep), NoReport: true,
+					Argv: bash(`touch "$M"`), Env: []string{"M=" + marker}, Dir: ws, Timeout: 10 * time.Second})
+				requireSetupRefused(t, r)
+				if !strings.Contains(r.Stderr, "cannot write report") {
+					t.Errorf("stderr = %q, want the report refusal", r.Stderr)
+				}
+				requireContent(t, victim, "precious\n")
+				requireAbsent(t, marker)
+			})
+		}
+		t.Run("--report /dev/fd/3", func(t *testing.T) {
+			// the system's symlinks are followed: the caller's own descriptor
+			ws := id.workspace(t)
+			path := filepath.Join(ws, "inherited.json")
+			id.writeOwned(t, path, "", 0o644)
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			r := id.run(t, runOpts{Flags: sandboxFlags("read-only", ws, "--report", "/dev/fd/3"), NoReport: true,
+				Argv: bash("exit 3"), Dir: ws, ExtraFiles: []*os.File{f}})
+			requireExit(t, r, 3)
+			var got Report
+			if err := json.Unmarshal([]byte(readFile(t, path)), &got); err != nil || got.ExitCode == nil || *got.ExitCode != 3 {
+				t.Errorf("%s = %q (%v), want the report with exit_code 3", path, readFile(t, path), err)
+			}
+		})
 	})
 }
 

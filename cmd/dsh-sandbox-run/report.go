@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
@@ -17,14 +21,24 @@ type reportFile struct {
 }
 
 // openReport opens (creating or truncating) the report file, or returns
-// nil when path is "". The path is resolved now, before the command runs,
-// as the caller gave it (so /dev/stdout works); later writes never resolve
-// it again.
+// nil when path is "". It is opened now, before the command runs; later
+// writes never resolve the path again. A symlink as the last component is
+// refused — an earlier sandboxed command may have planted it at a report
+// path that is reused — unless it lies directly in /dev or under /proc
+// (/dev/stdout, /dev/fd/3), which no confined command can write. A FIFO
+// without a reader fails at once instead of blocking.
 func openReport(path string) (*reportFile, error) {
 	if path == "" {
 		return nil, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC | syscall.O_NOCTTY | syscall.O_NONBLOCK
+	if !systemLink(path) {
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symlink (refused: give the file it points to)", path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -34,6 +48,17 @@ func openReport(path string) (*reportFile, error) {
 		return nil, err
 	}
 	return &reportFile{path: path, f: f, st: st}, nil
+}
+
+// systemLink reports whether path names an entry directly in /dev or under
+// /proc, where the symlinks are the system's.
+func systemLink(path string) bool {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return false
+	}
+	dir := filepath.Dir(abs)
+	return dir == "/dev" || dir == "/dev/fd" || dir == "/proc" || strings.HasPrefix(dir, "/proc/")
 }
 
 // write replaces the report's contents with r through the descriptor. It
