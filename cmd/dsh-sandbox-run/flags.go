@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
@@ -33,6 +34,9 @@ type options struct {
 	flags      *pflag.FlagSet // for --help
 	given      []string       // the flags given, for --probe's check
 }
+
+// maxTimeoutMs is the largest --timeout a time.Duration holds.
+const maxTimeoutMs = int64(math.MaxInt64 / time.Millisecond)
 
 // timeout is --timeout as a duration (0: none).
 func (o options) timeout() time.Duration { return time.Duration(o.timeoutMs) * time.Millisecond }
@@ -106,8 +110,8 @@ func parse(argv []string) (options, error) {
 		return o, errors.New("usage error: --json goes with --probe")
 	case len(o.args) == 0:
 		return o, errors.New("usage error: missing `-- COMMAND [ARG...]`")
-	case o.timeoutMs < 0 || (o.timeoutMs == 0 && fs.Changed("timeout")):
-		return o, fmt.Errorf("usage error: --timeout must be a positive number of milliseconds, got %d", o.timeoutMs)
+	case o.timeoutMs < 0 || (o.timeoutMs == 0 && fs.Changed("timeout")) || o.timeoutMs > maxTimeoutMs:
+		return o, fmt.Errorf("usage error: --timeout must be a positive number of milliseconds up to %d, got %d", maxTimeoutMs, o.timeoutMs)
 	}
 	return o, nil
 }
