@@ -7,6 +7,8 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
+require github.com/spf13/pflag v1.1.0
+
 require (
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5 // indirect

@@ -177,7 +177,8 @@ func TestExitCodes(t *testing.T) {
 	})
 }
 
-// TestStdioEnvCwdPassThrough: stdin/stdout/stderr, environment and cwd pass through.
+// TestStdioEnvCwdPassThrough: stdin/stdout/stderr, environment (what the
+// scrub keeps: no DSH_*, no credentials) and cwd pass through.
 func TestStdioEnvCwdPassThrough(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		for _, mode := range allModes {
@@ -187,8 +188,8 @@ func TestStdioEnvCwdPassThrough(t *testing.T) {
 				id.mkdirAt(t, sub)
 				r := id.run(t, runOpts{
 					Flags: sandboxFlags(mode, ws),
-					Argv:  bash(`echo "out:$DSH_IT_VAR:$(pwd)"; echo err >&2; exit 0`),
-					Env:   []string{"DSH_IT_VAR=v a l"},
+					Argv:  bash(`echo "out:$IT_VAR:$(pwd)"; echo err >&2; exit 0`),
+					Env:   []string{"IT_VAR=v a l"},
 					Dir:   sub,
 				})
 				requireExit(t, r, 0)

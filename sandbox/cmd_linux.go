@@ -44,8 +44,12 @@ type Result struct {
 	ExitCode int
 	// Signal is the signal that killed the command, or 0.
 	Signal syscall.Signal
-	// Denials are the facts the supervisor recorded, in first-seen order.
+	// Denials are the facts the supervisor recorded, in first-seen order:
+	// at most MaxDenials distinct ones.
 	Denials []Denial
+	// DenialsDropped counts the denied calls not in Denials because
+	// MaxDenials distinct denials were already kept.
+	DenialsDropped int
 	// Enforcement is how the command was confined.
 	Enforcement Enforcement
 	// RunnerLost says why, when the runner died of a signal Kill did not
@@ -104,8 +108,9 @@ func (c *Cmd) Run() (*Result, error) {
 
 // Start sets up the sandbox and starts the command. It returns once the
 // command runs confined, with a *SetupError when the sandbox could not be
-// set up, or with an *ExecError when the command could not be executed (in
-// both cases the command never ran).
+// set up (an inconsistent Policy, see modes.Policy.Validate, included), or
+// with an *ExecError when the command could not be executed (in both cases
+// the command never ran).
 func (c *Cmd) Start() error {
 	if c.proc != nil {
 		return errors.New("sandbox: already started")
@@ -113,8 +118,9 @@ func (c *Cmd) Start() error {
 	if len(c.Args) == 0 || c.Args[0] == "" {
 		return &SetupError{Detail: "no command given"}
 	}
-	if !c.Policy.Mode.Valid() {
-		return &SetupError{Detail: fmt.Sprintf("invalid mode %d", int(c.Policy.Mode))}
+	if err := c.Policy.Validate(); err != nil {
+		// A hand-built policy must say what is enforced: refuse it.
+		return &SetupError{Detail: err.Error()}
 	}
 	runnerPath := c.Runner
 	if runnerPath == "" {
@@ -287,7 +293,7 @@ func (c *Cmd) Wait() (*Result, error) {
 	}
 	c.waitOnce.Do(func() {
 		<-c.done
-		r := &Result{Denials: c.facts.list(), Enforcement: c.enf}
+		r := &Result{Denials: c.facts.list(), DenialsDropped: c.facts.droppedCount(), Enforcement: c.enf}
 		switch {
 		case c.exit != nil:
 			r.ExitCode, r.Signal = c.exit.ExitCode, syscall.Signal(c.exit.Signal)

@@ -46,6 +46,12 @@ type Config struct {
 	Protected []string
 	// Network lets confined commands use the network.
 	Network bool
+	// AllowBroadWorkspace lets a workspace (the executor's or a session's)
+	// and the WritableRoots be /, a home directory or an ancestor of one
+	// under workspace-write; otherwise NewExecutor and Resolve refuse them
+	// with a *modes.BroadWorkspaceError (errors.Is modes.ErrBroadWorkspace).
+	// A broad $TMPDIR is always refused.
+	AllowBroadWorkspace bool
 
 	// DefaultTimeout applies to calls that give none (0: 120000 ms);
 	// MaxTimeout caps every call (0: 600000 ms).
@@ -130,6 +136,8 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	// The workspace and extra roots must be usable now: derive once.
 	probe, err := modes.Derive(modes.Options{
 		Mode: modes.WorkspaceWrite, Workspace: cfg.Workspace, AllowWrite: cfg.WritableRoots, Protect: cfg.Protected,
+		// A broad workspace only matters where it would be writable.
+		AllowBroadWorkspace: cfg.AllowBroadWorkspace || cfg.Mode != modes.WorkspaceWrite,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: config: %w", err)
@@ -318,6 +326,9 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		Protect: append(append([]string(nil), e.cfg.Protected...), e.spillDir),
 		Network: e.cfg.Network,
 		TempDir: lookupEnv(r.Env, "TMPDIR"),
+		// Neither / nor a home (the command's $HOME too) becomes writable.
+		AllowBroadWorkspace: e.cfg.AllowBroadWorkspace,
+		Homes:               []string{lookupEnv(r.Env, "HOME")},
 	})
 	if err != nil {
 		return Resolved{}, err

@@ -51,11 +51,19 @@ func printable(s string) string {
 	return strings.Trim(fmt.Sprintf("%q", s), `"`)
 }
 
-// factLog aggregates denials by (op, path, address), keeping first-seen order.
+// MaxDenials is how many distinct denials (op, path, address) a command's
+// facts keep; the denied calls beyond them are only counted
+// (Result.DenialsDropped), so a command denied on millions of distinct paths
+// cannot grow the supervisor's memory or the report without bound.
+const MaxDenials = 1000
+
+// factLog aggregates denials by (op, path, address), keeping first-seen
+// order and at most MaxDenials distinct ones.
 type factLog struct {
-	mu    sync.Mutex
-	order []string
-	byKey map[string]*Denial
+	mu      sync.Mutex
+	order   []string
+	byKey   map[string]*Denial
+	dropped int
 }
 
 func newFactLog() *factLog { return &factLog{byKey: map[string]*Denial{}} }
@@ -66,6 +74,10 @@ func (l *factLog) add(d Denial) {
 	defer l.mu.Unlock()
 	if e, ok := l.byKey[key]; ok {
 		e.Count++
+		return
+	}
+	if len(l.order) >= MaxDenials {
+		l.dropped++
 		return
 	}
 	d.Count = 1
@@ -81,4 +93,12 @@ func (l *factLog) list() []Denial {
 		out = append(out, *l.byKey[k])
 	}
 	return out
+}
+
+// droppedCount is how many denied calls were not kept: each was a new
+// distinct denial after MaxDenials of them.
+func (l *factLog) droppedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dropped
 }

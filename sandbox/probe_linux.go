@@ -66,7 +66,9 @@ func Probe(runner, ws string) ProbeReport {
 	r.Seccomp = SeccompProbe{Available: seccomp.Supported(), Notify: seccomp.NotifySupported()}
 	for _, m := range modes.All() {
 		mp := ModeProbe{Layers: []string{}, Missing: []string{}}
-		p, err := modes.Derive(modes.Options{Mode: m, Workspace: ws})
+		// It runs only `true`: a broad workspace (the cwd is often / or
+		// the home directory) says nothing about the host.
+		p, err := modes.Derive(modes.Options{Mode: m, Workspace: ws, AllowBroadWorkspace: true})
 		var res *Result
 		if err == nil {
 			c := &Cmd{Policy: p, Args: []string{"true"}, Runner: runner}

@@ -23,9 +23,15 @@ type Report struct {
 	Workspace   string       `json:"workspace"`
 	Enforcement *Enforcement `json:"enforcement,omitempty"`
 	Denials     []Denial     `json:"denials"`
-	ExitCode    int          `json:"exit_code"`
-	Signal      string       `json:"signal,omitempty"`
-	Error       string       `json:"error,omitempty"`
+	// DenialsDropped counts the denied calls left out of Denials once
+	// MaxDenials distinct ones were kept.
+	DenialsDropped int    `json:"denials_dropped"`
+	ExitCode       int    `json:"exit_code"`
+	Signal         string `json:"signal,omitempty"`
+	// TimedOut: dsh-sandbox-run's --timeout fired while the command ran
+	// (it was then terminated; it may still have exited 0).
+	TimedOut bool   `json:"timed_out"`
+	Error    string `json:"error,omitempty"`
 }
 
 // NewReport builds the report of a run: from its result, or from the error
@@ -46,6 +52,7 @@ func NewReport(p modes.Policy, res *Result, err error) Report {
 	if res.Denials != nil {
 		r.Denials = res.Denials
 	}
+	r.DenialsDropped = res.DenialsDropped
 	r.ExitCode = res.ExitCode
 	if res.Signal != 0 {
 		r.Signal = SignalName(res.Signal)
@@ -68,13 +75,31 @@ func ExitCodeOf(err error) int {
 	return 125
 }
 
-// WriteFile writes the report as indented JSON.
-func (r Report) WriteFile(path string) error {
+// Overwrite replaces the contents of f with the report as indented JSON:
+// for a regular file it truncates f and writes at offset 0 (ftruncate and
+// pwrite), otherwise (a pipe, a terminal) it writes. It never opens a path,
+// so a caller that opened f before the command started writes where it
+// meant to, whatever the command did to the file's name meanwhile (a
+// symlink planted there cannot redirect the write).
+func (r Report) Overwrite(f *os.File) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	b = append(b, '\n')
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		_, err = f.Write(b)
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	_, err = f.WriteAt(b, 0)
+	return err
 }
 
 // SignalName returns the conventional name of sig, e.g. "SIGKILL".

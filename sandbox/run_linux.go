@@ -47,8 +47,11 @@ type Facts struct {
 	Mode modes.Mode `json:"mode"`
 	// Denied is true iff the supervisor recorded a denial.
 	Denied bool `json:"denied"`
-	// Denials are the denials, in first-seen order.
+	// Denials are the denials, in first-seen order (at most MaxDenials).
 	Denials []Denial `json:"denials"`
+	// DenialsDropped counts the denied calls left out of Denials because
+	// MaxDenials distinct ones were already kept.
+	DenialsDropped int `json:"denialsDropped,omitempty"`
 	// Enforcement is how the command was confined (level none for
 	// danger-full-access).
 	Enforcement Enforcement `json:"enforcement"`
@@ -333,6 +336,7 @@ func (j *job) supervise(timer *time.Timer) {
 			out.Sandbox.Denials = res.Denials
 		}
 		out.Sandbox.Denied = len(res.Denials) > 0
+		out.Sandbox.DenialsDropped = res.DenialsDropped
 	}
 	if out.Sandbox.Enforcement.Level == "" {
 		out.Sandbox.Enforcement = j.cmd.enf

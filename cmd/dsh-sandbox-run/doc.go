@@ -2,11 +2,14 @@
 //
 //	dsh-sandbox-run [--mode read-only|workspace-write|danger-full-access] [--workspace DIR]
 //	                [--allow-write DIR]... [--protect PATH]... [--network]
+//	                [--allow-broad-workspace] [--timeout MS]
+//	                [--setenv NAME=VALUE]... [--unsetenv NAME]... [--keep-env NAME]... [--clearenv]
 //	                [--report FILE] [--quiet] -- COMMAND [ARG...]
 //	dsh-sandbox-run --probe [--json]
+//	dsh-sandbox-run --help | --version
 //
-// It exits with the command's status, 128+N when the command died of signal
-// N, and 125 (with one stderr line saying why) when the sandbox could not be
-// set up, in which case the command never ran. See the README for the report
-// and probe JSON formats.
+// COMMAND is only ever taken after "--". It exits with the command's
+// status, 128+N when the command died of signal N, and 125 (with one stderr
+// line saying why) when the sandbox could not be set up, in which case the
+// command never ran. See the README for the report and probe JSON formats.
 package main

@@ -3,11 +3,12 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -19,65 +20,17 @@ import (
 const (
 	name      = "dsh-sandbox-run"
 	exitSetup = 125
-	killGrace = 3 * time.Second
-	usageLine = "usage: dsh-sandbox-run [--mode MODE] [--workspace DIR] [--allow-write DIR]... [--protect PATH]... [--network] [--report FILE] [--quiet] -- COMMAND [ARG...] | --probe [--json]"
+	killGrace = 3000 * time.Millisecond
+	// maxDenialLines is how many denial lines are printed; the rest are
+	// summed up in one line (and all kept ones are in the report).
+	maxDenialLines = 20
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
-// listFlag collects a repeatable flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
-type options struct {
-	mode       string
-	workspace  string
-	allowWrite listFlag
-	protect    listFlag
-	network    bool
-	report     string
-	quiet      bool
-	probe      bool
-	json       bool
-	args       []string
-}
-
-func parse(argv []string) (options, error) {
-	var o options
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.mode, "mode", "read-only", "")
-	fs.StringVar(&o.workspace, "workspace", "", "")
-	fs.Var(&o.allowWrite, "allow-write", "")
-	fs.Var(&o.protect, "protect", "")
-	fs.BoolVar(&o.network, "network", false, "")
-	fs.StringVar(&o.report, "report", "", "")
-	fs.BoolVar(&o.quiet, "quiet", false, "")
-	fs.BoolVar(&o.probe, "probe", false, "")
-	fs.BoolVar(&o.json, "json", false, "")
-	if err := fs.Parse(argv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, errors.New(usageLine)
-		}
-		return o, fmt.Errorf("usage error: %v", err)
-	}
-	o.args = fs.Args()
-	switch {
-	case o.probe && (len(o.args) > 0 || o.report != "" || len(o.allowWrite) > 0 || len(o.protect) > 0):
-		return o, errors.New("usage error: --probe takes only --json (and --workspace)")
-	case o.json && !o.probe:
-		return o, errors.New("usage error: --json goes with --probe")
-	case !o.probe && len(o.args) == 0:
-		return o, errors.New("usage error: missing `-- COMMAND [ARG...]`")
-	}
-	return o, nil
-}
-
-func run(argv []string, stdout, stderr io.Writer) int {
+func run(argv, environ []string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		msg := strings.ReplaceAll(fmt.Sprintf(format, a...), "\n", " ")
 		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
@@ -87,95 +40,163 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if o.probe {
+	switch {
+	case o.help:
+		fmt.Fprint(stdout, o.usage())
+		return 0
+	case o.version:
+		fmt.Fprintln(stdout, versionLine())
+		return 0
+	case o.probe:
 		return probe(o, stdout, stderr)
 	}
-	// From here on every failure is also written to --report, when given.
-	failReport := func(p modes.Policy, format string, a ...any) int {
-		if o.report != "" {
-			sandbox.NewReport(p, nil, fmt.Errorf(format, a...)).WriteFile(o.report)
-		}
-		return fail(format, a...)
+
+	// The report is opened now, before anything runs, and only ever written
+	// through this descriptor: the command may replace the file's name (say
+	// with a symlink to a file of ours) but cannot redirect the write.
+	rep, err := openReport(o.report)
+	if err != nil {
+		return fail("cannot write report: %v", err)
+	}
+	defer rep.close()
+	// From here on every failure is also written to the report.
+	failReport := func(p modes.Policy, err error) int {
+		rep.write(stderr, sandbox.NewReport(p, nil, err))
+		return fail("%v", err)
 	}
 	mode, err := modes.Parse(o.mode)
 	if err != nil {
-		return failReport(modes.Policy{}, "usage error: --mode: %v", err)
+		return failReport(modes.Policy{}, fmt.Errorf("usage error: --mode: %w", err))
 	}
 	if mode != modes.WorkspaceWrite && (len(o.allowWrite) > 0 || len(o.protect) > 0) {
-		return failReport(modes.Policy{Mode: mode}, "usage error: --allow-write and --protect need --mode workspace-write")
+		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --allow-write and --protect need --mode workspace-write"))
+	}
+	env, err := childEnv(environ, o)
+	if err != nil {
+		return failReport(modes.Policy{Mode: mode}, err)
 	}
 	policy, err := modes.Derive(modes.Options{
 		Mode: mode, Workspace: o.workspace, AllowWrite: o.allowWrite, Protect: o.protect,
-		Network: o.network, TempDir: os.Getenv("TMPDIR"),
+		Network: o.network, TempDir: lookupEnv(env, "TMPDIR"),
+		AllowBroadWorkspace: o.allowBroad,
+		// The caller's home and the command's, besides Derive's own.
+		Homes: []string{lookupEnv(environ, "HOME"), lookupEnv(env, "HOME")},
 	})
 	if err != nil {
-		return failReport(modes.Policy{Mode: mode, Network: o.network}, "%v", err)
-	}
-	// Fail before running anything if the report cannot be written.
-	if o.report != "" {
-		f, err := os.OpenFile(o.report, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return fail("cannot write report: %v", err)
+		var be *modes.BroadWorkspaceError
+		if errors.As(err, &be) {
+			if be.Overridable() {
+				err = fmt.Errorf("%w (--allow-broad-workspace overrides)", err)
+			} else {
+				err = fmt.Errorf("%w (point TMPDIR at a dedicated directory, or --unsetenv TMPDIR)", err)
+			}
 		}
-		f.Close()
-	}
-	writeReport := func(res *sandbox.Result, err error) {
-		if o.report == "" {
-			return
-		}
-		if werr := sandbox.NewReport(policy, res, err).WriteFile(o.report); werr != nil {
-			fmt.Fprintf(stderr, "%s: cannot write report: %v\n", name, werr)
-		}
+		return failReport(modes.Policy{Mode: mode, Network: o.network}, err)
 	}
 
 	// Nothing leaked to us may reach the command; orphans come back to us.
 	if err := sandbox.CloseOnExecFrom(3); err != nil {
-		return failReport(policy, "%v", err)
+		return failReport(policy, err)
 	}
 	if err := sandbox.BecomeSubreaper(); err != nil {
-		return failReport(policy, "set child subreaper: %v", err)
+		return failReport(policy, fmt.Errorf("set child subreaper: %w", err))
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 
-	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	if err := cmd.Start(); err != nil {
-		writeReport(nil, err)
+		rep.write(stderr, sandbox.NewReport(policy, nil, err))
 		fail("%v", err)
 		return sandbox.ExitCodeOf(err)
 	}
-	go forward(cmd, sigs)
+	done := make(chan struct{})
+	timedOut := make(chan bool, 1)
+	go func() { timedOut <- stopper(cmd, sigs, o.timeout(), done) }()
 	res, err := cmd.Wait()
 	sandbox.KillOrphans()
+	close(done)
+	to := <-timedOut
 	if err != nil {
-		writeReport(nil, err)
-		return fail("%v", err)
+		return failReport(policy, err)
+	}
+	if to {
+		fmt.Fprintf(stderr, "%s: timed out after %d ms\n", name, o.timeoutMs)
 	}
 	if !o.quiet {
-		for _, d := range res.Denials {
-			fmt.Fprintf(stderr, "%s: %s\n", name, d.Line(policy.Mode))
-		}
+		printDenials(stderr, res, policy.Mode, o.report != "")
 	}
-	writeReport(res, nil)
+	r := sandbox.NewReport(policy, res, nil)
+	r.TimedOut = to
+	rep.write(stderr, r)
 	return res.ExitCode
 }
 
-// forward passes termination signals to the command (so its TERM traps run)
-// and kills the whole tree if it has not ended after the grace period.
-func forward(cmd *sandbox.Cmd, sigs <-chan os.Signal) {
-	var deadline <-chan time.Time
-	for {
-		select {
-		case s := <-sigs:
-			cmd.Signal(s)
-			if deadline == nil {
-				deadline = time.After(killGrace)
-			}
-		case <-deadline:
-			cmd.Kill()
-			return
+// stopper passes termination signals to the command (so its TERM traps
+// run), sends it SIGTERM when the timeout (if any) expires, and kills the
+// whole tree if it has not ended killGrace after the first of these. It
+// returns when done closes, reporting whether the timeout fired.
+func stopper(cmd *sandbox.Cmd, sigs <-chan os.Signal, timeout time.Duration, done <-chan struct{}) (timedOut bool) {
+	var expired, deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	term := func(sig os.Signal) {
+		cmd.Signal(sig)
+		if deadline == nil {
+			deadline = time.After(killGrace)
 		}
 	}
+	for {
+		select {
+		case <-done:
+			return timedOut
+		case s := <-sigs:
+			term(s)
+		case <-expired:
+			expired, timedOut = nil, true
+			term(syscall.SIGTERM)
+		case <-deadline:
+			cmd.Kill()
+			deadline = nil
+		}
+	}
+}
+
+// printDenials prints one line per distinct denial, at most maxDenialLines,
+// then one line for the rest.
+func printDenials(w io.Writer, res *sandbox.Result, m modes.Mode, haveReport bool) {
+	for i, d := range res.Denials {
+		if i == maxDenialLines {
+			break
+		}
+		fmt.Fprintf(w, "%s: %s\n", name, d.Line(m))
+	}
+	more := max(len(res.Denials)-maxDenialLines, 0)
+	if more == 0 && res.DenialsDropped == 0 {
+		return
+	}
+	where := "see --report"
+	if !haveReport {
+		where = "--report lists them"
+	}
+	switch {
+	case res.DenialsDropped == 0:
+		fmt.Fprintf(w, "%s: ... and %d more denials (%s)\n", name, more, where)
+	default:
+		fmt.Fprintf(w, "%s: ... and %d more denials (%s), and %d more denied calls not recorded (over %d distinct denials)\n",
+			name, more, where, res.DenialsDropped, sandbox.MaxDenials)
+	}
+}
+
+func versionLine() string {
+	v := "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	return fmt.Sprintf("%s %s (report format %d, %s)", name, v, sandbox.ReportVersion, runtime.Version())
 }
 
 func probe(o options, stdout, stderr io.Writer) int {

@@ -30,6 +30,14 @@ type Options struct {
 	Protect    []string // extra protected paths, absolute or workspace-relative
 	Network    bool
 	TempDir    string // $TMPDIR, writable under workspace-write when it exists
+	// AllowBroadWorkspace lets the workspace and the AllowWrite roots be
+	// the root directory, a home directory or an ancestor of one
+	// (ErrBroadWorkspace otherwise). A broad TempDir is always refused.
+	AllowBroadWorkspace bool
+	// Homes are home directories (e.g. the command's $HOME) no writable
+	// root may contain, besides this process's $HOME, the passwd home of
+	// the real uid and, for uid 0, /root.
+	Homes []string
 }
 
 // Policy is a canonical, fully explicit sandbox policy. All paths are
@@ -49,7 +57,9 @@ var ErrWorkspace = errors.New("cannot open workspace")
 var ErrWritableRoot = errors.New("cannot use writable root")
 
 // Derive canonicalises o into a Policy. It fails, naming the path, when the
-// workspace or an extra writable root does not exist or is not a directory.
+// workspace or an extra writable root does not exist or is not a directory,
+// and, under workspace-write, with a *BroadWorkspaceError when a directory
+// that would become writable is too broad (see ErrBroadWorkspace).
 func Derive(o Options) (Policy, error) {
 	if !o.Mode.Valid() {
 		return Policy{}, fmt.Errorf("%w %d", ErrUnknownMode, int(o.Mode))
@@ -73,20 +83,42 @@ func Derive(o Options) (Policy, error) {
 		}
 		return p, nil
 	}
+	homes := homeDirs(o.Homes)
+	broad := func(kind, dir string) error {
+		if o.AllowBroadWorkspace && kind != BroadTempDir {
+			return nil
+		}
+		return checkBroad(kind, dir, homes)
+	}
+	if err := broad(BroadWorkspace, ws); err != nil {
+		return Policy{}, err
+	}
 	roots := []string{ws}
 	for _, r := range o.AllowWrite {
 		c, err := canonicalDir(r)
 		if err != nil {
 			return Policy{}, fmt.Errorf("%w: %w", ErrWritableRoot, err)
 		}
+		if err := broad(BroadWritableRoot, c); err != nil {
+			return Policy{}, err
+		}
 		roots = append(roots, c)
 	}
-	// Environmental roots are used when present and silently skipped otherwise.
-	for _, r := range []string{"/tmp", o.TempDir, "/dev/shm"} {
-		if r == "" {
-			continue
-		}
+	// Environmental roots are used when present and silently skipped
+	// otherwise; a TempDir too broad to be writable is refused, unless it
+	// lies in one of the fixed ones (then it adds nothing).
+	var fixed []string
+	for _, r := range []string{"/tmp", "/dev/shm"} {
 		if c, err := canonicalDir(r); err == nil {
+			fixed = append(fixed, c)
+		}
+	}
+	roots = append(roots, fixed...)
+	if o.TempDir != "" {
+		if c, err := canonicalDir(o.TempDir); err == nil && !withinAny(c, fixed) {
+			if err := broad(BroadTempDir, c); err != nil {
+				return Policy{}, err
+			}
 			roots = append(roots, c)
 		}
 	}
@@ -128,12 +160,7 @@ func (p Policy) Writable(path string) bool {
 	if p.Protects(path) {
 		return false
 	}
-	for _, r := range p.WritableRoots {
-		if Within(path, r) {
-			return true
-		}
-	}
-	return false
+	return withinAny(path, p.WritableRoots)
 }
 
 // IsDevice reports whether path is a device sink or terminal device.
@@ -287,14 +314,21 @@ func minimalRoots(roots []string) []string {
 func filterUnder(paths, roots []string) []string {
 	var out []string
 	for _, p := range paths {
-		for _, r := range roots {
-			if Within(p, r) {
-				out = append(out, p)
-				break
-			}
+		if withinAny(p, roots) {
+			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// withinAny reports whether path lies in one of roots.
+func withinAny(path string, roots []string) bool {
+	for _, r := range roots {
+		if Within(path, r) {
+			return true
+		}
+	}
+	return false
 }
 
 func dedupe(in []string) []string {

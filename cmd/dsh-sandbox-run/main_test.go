@@ -1,0 +1,84 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv []string
+		args []string // the command, when accepted
+		err  string   // a substring of the error, when refused
+	}{
+		{"command after --", []string{"--mode", "read-only", "--", "rm", "-rf", "x"}, []string{"rm", "-rf", "x"}, ""},
+		{"flags after -- are the command's", []string{"--", "bash", "--network", "--"}, []string{"bash", "--network", "--"}, ""},
+		{"--flag=value", []string{"--network=false", "--mode=workspace-write", "--", "true"}, []string{"true"}, ""},
+		{"repeatable values keep their commas", []string{"--allow-write", "/a,b", "--", "true"}, []string{"true"}, ""},
+		{"boolean given a value", []string{"--network", "false", "--", "echo", "hi"}, nil, `unexpected argument "false"`},
+		{"no --", []string{"--mode", "read-only", "rm", "-rf", "x"}, nil, `unexpected argument "rm"`},
+		{"missing command", []string{"--mode", "read-only", "--"}, nil, "missing `-- COMMAND"},
+		{"nothing", nil, nil, "missing `-- COMMAND"},
+		{"unknown flag", []string{"--bogus", "--", "true"}, nil, "unknown flag: --bogus"},
+		{"--json without --probe", []string{"--json", "--", "true"}, nil, "--json goes with --probe"},
+		{"--probe with more", []string{"--probe", "--quiet"}, nil, "--probe takes only --json"},
+		{"--probe with a command", []string{"--probe", "--", "true"}, nil, "--probe takes no COMMAND"},
+		{"--timeout 0", []string{"--timeout", "0", "--", "true"}, nil, "--timeout must be a positive number"},
+		{"--timeout too large", []string{"--timeout", "9223372036854775807", "--", "true"}, nil, "--timeout must be a positive number"},
+		{"--timeout not a number", []string{"--timeout", "1s", "--", "true"}, nil, "--timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parse(tc.argv)
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				assert.True(t, strings.HasPrefix(err.Error(), "usage error: "), err.Error())
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.args, o.args)
+		})
+	}
+	o, err := parse([]string{"--allow-write", "/a,b", "--allow-write", "/c", "--timeout", "1500", "--", "x"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/a,b", "/c"}, o.allowWrite)
+	assert.Equal(t, int64(1500), o.timeout().Milliseconds())
+	for _, h := range []string{"--help", "-h", "--version"} {
+		o, err := parse([]string{h})
+		require.NoError(t, err, h)
+		assert.True(t, o.help || o.version, h)
+	}
+}
+
+func TestChildEnv(t *testing.T) {
+	parent := []string{"PATH=/bin", "OPENAI_API_KEY=sk", "github_token=t", "DSH_HOME=/d", "MONKEY=1", "A=1", "B=2", "A=3"}
+	for _, tc := range []struct {
+		name string
+		argv []string
+		want []string
+	}{
+		{"scrubbed", nil, []string{"PATH=/bin", "A=3", "B=2"}},
+		{"keep, unset, set", []string{"--keep-env", "MONKEY", "--unsetenv", "B", "--setenv", "C=x=y", "--setenv", "A=4"},
+			[]string{"PATH=/bin", "MONKEY=1", "A=4", "C=x=y"}},
+		{"clearenv", []string{"--clearenv", "--keep-env", "PATH", "--setenv", "Z="}, []string{"PATH=/bin", "Z="}},
+		{"unset wins over keep", []string{"--keep-env", "MONKEY", "--unsetenv", "MONKEY"}, []string{"PATH=/bin", "A=3", "B=2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parse(append(tc.argv, "--", "x"))
+			require.NoError(t, err)
+			got, err := childEnv(parent, o)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+	for _, bad := range [][]string{{"--setenv", "X"}, {"--setenv", "=1"}, {"--keep-env", "A=B"}, {"--unsetenv", ""}} {
+		o, err := parse(append(bad, "--", "x"))
+		require.NoError(t, err)
+		_, err = childEnv(parent, o)
+		assert.ErrorContains(t, err, "usage error: "+bad[0], bad)
+	}
+}

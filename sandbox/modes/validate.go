@@ -1,0 +1,96 @@
+package modes
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// ErrInvalidPolicy is wrapped by every error Validate returns.
+var ErrInvalidPolicy = errors.New("invalid policy")
+
+// Validate checks that p is consistent, as Derive makes it, so that what
+// is enforced is what a report of p says:
+//
+//   - the mode is one of the three; danger-full-access needs nothing else;
+//   - the workspace is absolute, clean and free of symlinks;
+//   - read-only has no writable roots;
+//   - workspace-write has writable roots, each absolute, clean and free of
+//     symlinks, and the workspace lies in one of them;
+//   - every protected path is absolute and clean, and under workspace-write
+//     lies in a writable root.
+//
+// A policy from Derive is valid (while its directories stay as they were).
+func (p Policy) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidPolicy, fmt.Sprintf(format, a...))
+	}
+	if !p.Mode.Valid() {
+		return bad("%v %d", ErrUnknownMode, int(p.Mode))
+	}
+	if p.Mode == DangerFullAccess {
+		return nil
+	}
+	if err := checkCanonical(p.Workspace); err != nil {
+		return bad("workspace: %v", err)
+	}
+	switch p.Mode {
+	case ReadOnly:
+		if len(p.WritableRoots) > 0 {
+			return bad("read-only mode with writable roots %q", p.WritableRoots)
+		}
+	case WorkspaceWrite:
+		if len(p.WritableRoots) == 0 {
+			return bad("workspace-write mode without writable roots")
+		}
+		for _, r := range p.WritableRoots {
+			if err := checkCanonical(r); err != nil {
+				return bad("writable root: %v", err)
+			}
+		}
+		if !withinAny(p.Workspace, p.WritableRoots) {
+			return bad("workspace %q is in no writable root", p.Workspace)
+		}
+	}
+	for _, pp := range p.Protected {
+		if err := checkClean(pp); err != nil {
+			return bad("protected path: %v", err)
+		}
+		if p.Mode == WorkspaceWrite && !withinAny(pp, p.WritableRoots) {
+			return bad("protected path %q is in no writable root", pp)
+		}
+	}
+	return nil
+}
+
+// checkClean fails unless path is absolute and clean.
+func checkClean(path string) error {
+	switch {
+	case path == "":
+		return errors.New("empty path")
+	case strings.IndexByte(path, 0) >= 0:
+		return fmt.Errorf("%q contains a NUL byte", path)
+	case !filepath.IsAbs(path):
+		return fmt.Errorf("%q is not absolute", path)
+	case filepath.Clean(path) != path:
+		return fmt.Errorf("%q is not clean (%q)", path, filepath.Clean(path))
+	}
+	return nil
+}
+
+// checkCanonical fails unless path is absolute, clean, exists and has no
+// symlink in it.
+func checkCanonical(path string) error {
+	if err := checkClean(path); err != nil {
+		return err
+	}
+	c, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return err
+	}
+	if c != path {
+		return fmt.Errorf("%q is not canonical (it resolves to %q)", path, c)
+	}
+	return nil
+}
