@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -395,9 +396,9 @@ func (c *Cmd) spawnRunner(runnerPath string) (*os.Process, *os.File, error) {
 		Args:       append([]string{runnerArg0}, c.Args...),
 		Env:        append(envWithout(env, runnerEnv), runnerEnv+"=1"),
 		Dir:        c.Dir,
-		Stdin:      c.Stdin,
-		Stdout:     c.Stdout,
-		Stderr:     c.Stderr,
+		Stdin:      readerOf(c.Stdin),
+		Stdout:     writerOf(c.Stdout),
+		Stderr:     writerOf(c.Stderr),
 		ExtraFiles: []*os.File{child},
 	}
 	if err := proc.Start(); err != nil {
@@ -405,4 +406,22 @@ func (c *Cmd) spawnRunner(runnerPath string) (*os.Process, *os.File, error) {
 		return nil, nil, &SetupError{Detail: fmt.Sprintf("cannot start the runner %s: %v", runnerPath, unwrapExecErr(err))}
 	}
 	return proc.Process, ctrl, nil
+}
+
+// readerOf and writerOf give a stream to os/exec: a nil *os.File must be a
+// nil interface, which os/exec replaces by /dev/null (a nil *os.File inside
+// an interface would leave the fd closed, and the command's next open would
+// take it).
+func readerOf(f *os.File) io.Reader {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+func writerOf(f *os.File) io.Writer {
+	if f == nil {
+		return nil
+	}
+	return f
 }

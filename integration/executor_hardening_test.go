@@ -1,0 +1,151 @@
+package integration
+
+// Hardening of the executor and of sandbox.Cmd: standard streams that are
+// not given are /dev/null (never closed), tails and deltas that stay valid
+// UTF-8, commands and environments of any size the host can take, resource
+// exhaustion at spawn reported as such, and exit statuses that a late cancel
+// or Kill cannot turn into aborted/killed.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// stdioScript exits with a bit set for each of fds 0, 1, 2 that is not open
+// on /dev/null (1, 2, 4), 8 when cat fails on stdin, 16 when cat printed
+// anything; so 0 means all three are /dev/null and reading stdin is an
+// immediate, successful EOF.
+const stdioScript = `s=0
+for fd in 0 1 2; do [ "$(readlink /proc/$$/fd/$fd)" = /dev/null ] || s=$((s | (1 << fd))); done
+out=$(cat) || s=$((s | 8))
+[ -z "$out" ] || s=$((s | 16))
+exit $s`
+
+// runCmdWithin runs cmd, killing it (and failing) when it has not ended
+// within d.
+func runCmdWithin(t *testing.T, cmd *sandbox.Cmd, d time.Duration) *sandbox.Result {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	timer := time.AfterFunc(d, func() { cmd.Kill() })
+	res, err := cmd.Wait()
+	if !timer.Stop() {
+		t.Fatalf("the command did not end within %v (killed)", d)
+	}
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	return res
+}
+
+// TestCmdNilStdioIsDevNull: a sandbox.Cmd with nil Stdin, Stdout and Stderr
+// gives the command /dev/null on fds 0, 1 and 2 (never a closed fd), in
+// every mode.
+func TestCmdNilStdioIsDevNull(t *testing.T) {
+	t.Parallel()
+	for _, mode := range allModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			if mode != "danger-full-access" {
+				requireLandlock(t)
+			}
+			m, err := modes.Parse(mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := modes.Derive(modes.Options{Mode: m, Workspace: canon(t, t.TempDir())})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := runCmdWithin(t, &sandbox.Cmd{Policy: p, Args: []string{"bash", "-c", stdioScript}}, 10*time.Second)
+			if res.ExitCode != 0 {
+				t.Errorf("exit %d: fds not on /dev/null (bits 1/2/4 = fd 0/1/2), cat failed (8) or printed (16)", res.ExitCode)
+			}
+		})
+	}
+}
+
+// TestCmdNilStdioEachStream: one nil stream among given ones is /dev/null
+// too (the others stay what they were given).
+func TestCmdNilStdioEachStream(t *testing.T) {
+	t.Parallel()
+	requireLandlock(t)
+	ws := canon(t, t.TempDir())
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for fd := 0; fd < 3; fd++ {
+		t.Run(fmt.Sprintf("fd%d", fd), func(t *testing.T) {
+			streams := make([]*os.File, 3)
+			for k := range streams {
+				if k == fd {
+					continue
+				}
+				f, err := os.Create(filepath.Join(t.TempDir(), "stream"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				streams[k] = f
+			}
+			script := fmt.Sprintf(`[ "$(readlink /proc/$$/fd/%d)" = /dev/null ] || exit 1
+for k in 0 1 2; do [ $k = %d ] || [ -f "$(readlink /proc/$$/fd/$k)" ] || exit 2; done`, fd, fd)
+			cmd := &sandbox.Cmd{Policy: p, Args: []string{"bash", "-c", script}, Stdin: streams[0], Stdout: streams[1], Stderr: streams[2]}
+			res := runCmdWithin(t, cmd, 10*time.Second)
+			if res.ExitCode != 0 {
+				t.Errorf("exit %d: fd %d is not /dev/null (1) or another stream is not its file (2)", res.ExitCode, fd)
+			}
+		})
+	}
+}
+
+// TestExecutorNilStdinIsDevNull: a request without Stdin gives the command
+// /dev/null on fd 0 — cat succeeds at once with no output — as root and as
+// the unprivileged user, in every mode.
+func TestExecutorNilStdinIsDevNull(t *testing.T) {
+	t.Parallel()
+	requireLandlock(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		var cases []hCase
+		for _, mode := range allModes {
+			cases = append(cases, hCase{name: mode, spec: harnessproto.Spec{
+				Config: id.execConfig(t, mode),
+				Action: "concurrent",
+				Requests: []harnessproto.Request{
+					{Command: `readlink /proc/self/fd/0; cat; echo "cat=$?"; exec 9</dev/null; echo opened`, TimeoutMs: f64(10000)},
+					{Command: "cat", TimeoutMs: f64(10000)},
+				},
+			}})
+		}
+		outs := id.harnessAll(t, cases)
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				rs := outs[i].Results
+				if len(rs) != 2 {
+					t.Fatalf("%d results", len(rs))
+				}
+				r := requireResult(t, rs[0])
+				if want := "/dev/null\ncat=0\nopened\n"; r.Stdout.Text != want || r.ExitCode != 0 {
+					t.Errorf("stdout %q exit %d (stderr %q), want %q exit 0", r.Stdout.Text, r.ExitCode, r.Stderr.Text, want)
+				}
+				r = requireResult(t, rs[1])
+				if r.ExitCode != 0 || r.Stdout.Text != "" || r.Stderr.Text != "" {
+					t.Errorf("cat without stdin: exit %d stdout %q stderr %q, want 0 and nothing", r.ExitCode, r.Stdout.Text, r.Stderr.Text)
+				}
+				if strings.Contains(r.Stderr.Text, "Bad file descriptor") {
+					t.Errorf("stdin was a closed fd: %q", r.Stderr.Text)
+				}
+			})
+		}
+	})
+}
