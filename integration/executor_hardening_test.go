@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
@@ -146,6 +147,52 @@ func TestExecutorNilStdinIsDevNull(t *testing.T) {
 					t.Errorf("stdin was a closed fd: %q", r.Stderr.Text)
 				}
 			})
+		}
+	})
+}
+
+// TestExecutorOutputKeepsCharacters: a truncated tail starts on a character
+// (x then 30000 four-byte emoji, with a tail that cuts one), and background
+// reads never split a character written in two pieces, nor lose it. (The
+// harness's JSON turns invalid UTF-8 into U+FFFD, which this output never
+// contains.)
+func TestExecutorOutputKeepsCharacters(t *testing.T) {
+	t.Parallel()
+	requireLandlock(t)
+	emoji := `printf x; for i in $(seq 30000); do printf '\xf0\x9f\x98\x80'; done`
+	split := `printf 'a\xf0\x9f'; sleep 0.3; printf '\x98\x80b\xe2'; sleep 0.3; printf '\x82\xac'`
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		tail1003 := id.execConfig(t, "workspace-write")
+		tail1003.TailBytes = 1003
+		cases := []hCase{
+			{name: "tail", spec: harnessproto.Spec{
+				Config: tail1003, Action: "run",
+				Request: harnessproto.Request{Command: emoji, TimeoutMs: f64(20000)},
+			}},
+			{name: "deltas", spec: harnessproto.Spec{
+				Config: id.execConfig(t, "workspace-write"), Action: "start",
+				Request: harnessproto.Request{Command: split}, ReadEveryMs: 20,
+			}},
+		}
+		outs := id.harnessAll(t, cases)
+		r := requireResult(t, outs[0].Outcome)
+		if want := strings.Repeat("😀", 250); r.Stdout.Text != want || !r.Stdout.Truncated {
+			head := r.Stdout.Text[:min(8, len(r.Stdout.Text))]
+			t.Errorf("tail: truncated=%v, %d bytes starting % x, want the last 250 whole emoji", r.Stdout.Truncated, len(r.Stdout.Text), head)
+		}
+		r = requireResult(t, outs[1].Outcome)
+		var all strings.Builder
+		for i, d := range outs[1].Deltas {
+			if !utf8.ValidString(d.Stdout) || strings.ContainsRune(d.Stdout, utf8.RuneError) {
+				t.Errorf("delta %d %q splits a character", i, d.Stdout)
+			}
+			all.WriteString(d.Stdout)
+		}
+		if all.String() != "a😀b€" || r.ExitCode != 0 {
+			t.Errorf("deltas %q (exit %d), want a😀b€ in total", all.String(), r.ExitCode)
+		}
+		if len(outs[1].Deltas) < 3 {
+			t.Errorf("%d deltas: the reads did not land between the pieces (%+v)", len(outs[1].Deltas), outs[1].Deltas)
 		}
 	})
 }
