@@ -196,3 +196,38 @@ func TestExecutorOutputKeepsCharacters(t *testing.T) {
 		}
 	})
 }
+
+// TestExecutorStopAfterExitKeepsStatus: a Kill and a cancel that come once
+// the command's status is known (from OnSettled) change nothing: Kill
+// reports false, and the result keeps its exit status, neither killed nor
+// aborted. (The window between the runner's exit message and the end of
+// the teardown is tested deterministically in package sandbox.)
+func TestExecutorStopAfterExitKeepsStatus(t *testing.T) {
+	t.Parallel()
+	requireLandlock(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		var cases []hCase
+		for _, mode := range allModes {
+			cases = append(cases, hCase{name: mode, spec: harnessproto.Spec{
+				Config: id.execConfig(t, mode), Action: "start", StopOnSettled: true,
+				Request: harnessproto.Request{Command: "echo last; exit 7"},
+			}})
+		}
+		outs := id.harnessAll(t, cases)
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				o := outs[i].Outcome
+				r := requireResult(t, o)
+				if o.KillInSettled == nil || *o.KillInSettled {
+					t.Errorf("Kill from OnSettled = %v, want false", o.KillInSettled)
+				}
+				if r.Killed || r.Aborted || r.ExitCode != 7 || r.Signal != "" {
+					t.Errorf("result killed=%v aborted=%v exit=%d signal=%q, want exit 7 only", r.Killed, r.Aborted, r.ExitCode, r.Signal)
+				}
+				if o.StatusAtEnd != string(sandbox.StatusExited) {
+					t.Errorf("status %q, want exited", o.StatusAtEnd)
+				}
+			})
+		}
+	})
+}

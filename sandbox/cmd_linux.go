@@ -84,6 +84,7 @@ type Cmd struct {
 	notifier *notifier
 	enf      Enforcement
 	done     chan struct{}
+	exited   chan struct{} // closed once the runner reported the command's status
 	exit     *runnerMsg
 	lost     error
 	pidNS    bool // the command runs in the runner's pid namespace
@@ -223,7 +224,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			if m.Layers != nil {
 				c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
 			}
-			c.done = make(chan struct{})
+			c.done, c.exited = make(chan struct{}), make(chan struct{})
 			go c.monitor()
 			return nil
 		default:
@@ -246,6 +247,7 @@ func (c *Cmd) monitor() {
 		}
 		if m.Kind == msgExit {
 			c.exit = &m
+			close(c.exited) // the status stands, whatever teardown remains
 			break
 		}
 		if m.Kind == msgFail {

@@ -85,7 +85,7 @@ type job struct {
 
 	mu       sync.Mutex
 	cause    stopCause
-	exited   bool // the command's status is known
+	exited   bool // the command's status is known (see statusKnown)
 	stopping bool
 	result   *RunResult
 	onSettle []func(*RunResult)
@@ -279,7 +279,12 @@ func (j *job) drain(r *os.File, c *collector) {
 // supervise waits for the command, drains its pipes for at most the grace,
 // and settles the result.
 func (j *job) supervise(timer *time.Timer) {
-	res, err := j.cmd.Wait()
+	// The status is known from the runner's exit message on (or the runner
+	// is gone): from then on nothing stops the command any more.
+	select {
+	case <-j.cmd.exited:
+	case <-j.cmd.done:
+	}
 	if timer != nil {
 		timer.Stop()
 	}
@@ -287,6 +292,7 @@ func (j *job) supervise(timer *time.Timer) {
 	j.exited = true
 	j.mu.Unlock()
 	close(j.exitedCh)
+	res, err := j.cmd.Wait()
 
 	drained := make(chan struct{})
 	go func() { j.readers.Wait(); close(drained) }()
@@ -364,7 +370,7 @@ func (j *job) supervise(timer *time.Timer) {
 // and none once the command ended.
 func (j *job) stop(cause stopCause) {
 	j.mu.Lock()
-	if j.exited || j.stopping {
+	if j.statusKnown() || j.stopping {
 		j.mu.Unlock()
 		return
 	}
@@ -379,6 +385,20 @@ func (j *job) stop(cause stopCause) {
 			j.cmd.Kill()
 		}
 	}()
+}
+
+// statusKnown reports whether the command's status is known: the runner
+// reported it (even if supervise has not noticed yet), or the runner is
+// gone. j.mu is held.
+func (j *job) statusKnown() bool {
+	if !j.exited {
+		select {
+		case <-j.cmd.exited:
+			j.exited = true
+		default:
+		}
+	}
+	return j.exited
 }
 
 // Run runs a command in the foreground and returns its result. A non-zero
@@ -498,7 +518,7 @@ func (p *Process) Result() *RunResult {
 // It reports false when the process had already ended.
 func (p *Process) Kill() bool {
 	p.j.mu.Lock()
-	ended := p.j.exited
+	ended := p.j.statusKnown()
 	p.j.mu.Unlock()
 	if ended {
 		return false

@@ -12,7 +12,8 @@
 //	start       Start Request in the background; Kill it after kill_after_ms
 //	            or once its stdout contains kill_on; cancel its context after
 //	            abort_after_ms; Read a Delta every read_every_ms (and once at
-//	            the end); print the final result and the deltas.
+//	            the end); with stop_on_settled, Kill it and cancel its
+//	            context from OnSettled; print the final result and the deltas.
 //	concurrent  Run every request of Requests in parallel; print their
 //	            outcomes in order.
 //	hold        Start every request of Requests, wait until the stdout of
@@ -191,6 +192,13 @@ func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
 		return harnessproto.Outcome{Error: classify(err), ElapsedMs: ms(time.Since(t0))}
 	}
 	var o harnessproto.Outcome
+	if spec.StopOnSettled {
+		p.OnSettled(func(*sandbox.RunResult) {
+			k := p.Kill()
+			o.KillInSettled = &k
+			cancel()
+		})
+	}
 	if spec.AbortAfterMs > 0 {
 		time.AfterFunc(time.Duration(spec.AbortAfterMs)*time.Millisecond, cancel)
 	}

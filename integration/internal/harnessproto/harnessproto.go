@@ -51,6 +51,8 @@ type Spec struct {
 	SurvivorsOf  string    `json:"survivors_of,omitempty"`
 	// hold: exit(0) once ready instead of blocking
 	ExitAfterReady bool `json:"exit_after_ready,omitempty"`
+	// start: from OnSettled, call Kill and cancel the context
+	StopOnSettled bool `json:"stop_on_settled,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -80,6 +82,7 @@ type Outcome struct {
 	KillReturned    bool            `json:"kill_returned,omitempty"`
 	StatusAfterKill string          `json:"status_after_kill,omitempty"`
 	KillAfterDone   *bool           `json:"kill_after_done,omitempty"`
+	KillInSettled   *bool           `json:"kill_in_settled,omitempty"`
 	StatusAtEnd     string          `json:"status_at_end,omitempty"`
 }
 
