@@ -231,3 +231,210 @@ func TestExecutorStopAfterExitKeepsStatus(t *testing.T) {
 		}
 	})
 }
+
+// TestExecutorLongCommand: a command longer than the kernel takes for one
+// argument (MAX_ARG_STRLEN, 128 KiB) runs — a 1 MiB heredoc writes a file of
+// the right size — in every mode, confined by Landlock, as root and as the
+// unprivileged user; it runs with fd 3 closed and no positional parameter;
+// and commands at the argument limit either way of it run too.
+func TestExecutorLongCommand(t *testing.T) {
+	t.Parallel()
+	requireLandlock(t)
+	body := strings.Repeat("0123456789abcde\n", 65536) // 1 MiB
+	// Not in a command substitution: its pipe could be fd 3 of the shell.
+	fd3 := `if [ -e /proc/$$/fd/3 ]; then echo "fd3=open args=$#"; else echo "fd3=closed args=$#"; fi`
+	write := "cat > big.txt <<'EOF'\n" + body + "EOF\nwc -c < big.txt\n" + fd3
+	count := "x='" + body + "'\necho ${#x}\n" + fd3
+	at := func(n int) string { // a command of exactly n bytes
+		prefix, suffix := ": ", "; echo ok"
+		return prefix + strings.Repeat("x", n-len(prefix)-len(suffix)) + suffix
+	}
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		var cases []hCase
+		for _, mode := range allModes {
+			reqs := []harnessproto.Request{
+				{Command: count, TimeoutMs: f64(30000)},
+				{Command: at(131071), TimeoutMs: f64(30000)},
+				{Command: at(131072), TimeoutMs: f64(30000)},
+			}
+			if mode != "read-only" {
+				reqs = append(reqs, harnessproto.Request{Command: write, TimeoutMs: f64(30000)})
+			}
+			cases = append(cases, hCase{name: mode, spec: harnessproto.Spec{Config: id.execConfig(t, mode), Action: "concurrent", Requests: reqs}})
+		}
+		outs := id.harnessAll(t, cases)
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				rs := outs[i].Results
+				want := []string{fmt.Sprintf("%d\nfd3=closed args=0\n", len(body)), "ok\n", "ok\n",
+					fmt.Sprintf("%d\nfd3=closed args=0\n", len(body))}
+				for k, o := range rs {
+					r := requireResult(t, o)
+					if r.Stdout.Text != want[k] || r.ExitCode != 0 {
+						t.Errorf("request %d: stdout %q exit %d stderr %q, want %q exit 0", k, r.Stdout.Text, r.ExitCode, r.Stderr.Text, want[k])
+					}
+					requireConfined(t, r, c.name)
+				}
+				if c.name != "read-only" {
+					if fi, err := os.Stat(filepath.Join(outs[i].Workspace, "big.txt")); err != nil || fi.Size() != int64(len(body)) {
+						t.Errorf("big.txt: %v (%v), want %d bytes", fi, err, len(body))
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestExecutorOversizedEnv: an environment no command can be started with
+// — a variable over the kernel's per-string limit, or more than the host's
+// ARG_MAX in total — is an invalid request naming the problem, and nothing
+// runs; a large variable that fits reaches the command.
+func TestExecutorOversizedEnv(t *testing.T) {
+	t.Parallel()
+	requireLandlock(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		cfg := id.execConfig(t, "workspace-write")
+		touch := "touch ran; echo ${#BIG}"
+		many := map[string]string{}
+		for k := 0; k < 40; k++ {
+			many[fmt.Sprintf("V%02d", k)] = strings.Repeat("v", 100000) // 4 MB: over ARG_MAX (8 MiB stack / 4)
+		}
+		cases := []hCase{
+			{name: "one variable over 128 KiB", spec: harnessproto.Spec{Config: cfg, Action: "run",
+				Request: harnessproto.Request{Command: touch, Env: map[string]string{"BIG": strings.Repeat("b", 131072)}}}},
+			{name: "over ARG_MAX in total", spec: harnessproto.Spec{Config: cfg, Action: "run",
+				Request: harnessproto.Request{Command: touch, Env: many}}},
+			{name: "a managed variable over 128 KiB", spec: harnessproto.Spec{Config: cfg, Action: "start",
+				Request: harnessproto.Request{Command: touch, DshEnv: map[string]string{"DSH_BIG": strings.Repeat("b", 200000)}}}},
+			{name: "fits", spec: harnessproto.Spec{Config: id.execConfig(t, "workspace-write"), Action: "run",
+				Request: harnessproto.Request{Command: "echo ${#BIG}", Env: map[string]string{"BIG": strings.Repeat("b", 131066)}}}},
+		}
+		outs := id.harnessAll(t, cases)
+		for i, c := range cases[:3] {
+			t.Run(c.name, func(t *testing.T) {
+				e := outs[i].Error
+				if e == nil || !e.Invalid || e.SandboxUnavailable || outs[i].Result != nil {
+					t.Fatalf("error %+v result %+v, want an invalid request and no result", e, outs[i].Result)
+				}
+				if !strings.Contains(e.Text, "environment") || !strings.Contains(e.Text, "bytes") {
+					t.Errorf("error %q does not name the problem", e.Text)
+				}
+				requireAbsent(t, filepath.Join(outs[i].Workspace, "ran"))
+			})
+		}
+		r := requireResult(t, outs[3].Outcome)
+		if r.Stdout.Text != "131066\n" || r.ExitCode != 0 {
+			t.Errorf("fitting variable: stdout %q exit %d stderr %q", r.Stdout.Text, r.ExitCode, r.Stderr.Text)
+		}
+	})
+}
+
+// TestExecutorResourceExhaustion: running out of file descriptors at spawn,
+// wherever it happens (the executor's pipes and memfd, the sandbox's
+// preparation, the control socket, the runner's spawn, the runner itself,
+// the seccomp listener), is a *ResourceError — never "sandbox unavailable"
+// — and nothing runs; with enough descriptors the same command runs.
+func TestExecutorResourceExhaustion(t *testing.T) {
+	t.Parallel()
+	requireLandlock(t)
+	const maxHeadroom = 28
+	long := ": " + strings.Repeat("x", 200000) + "; touch ran-long"
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		var cases []hCase
+		for _, mode := range allModes {
+			for h := 0; h <= maxHeadroom; h++ {
+				for _, cmd := range []string{"touch ran", long} {
+					headroom := h
+					cfg := id.execConfig(t, mode)
+					cfg.Workspace = id.workspace(t)
+					cases = append(cases, hCase{name: fmt.Sprintf("%s/headroom=%d/%d", mode, h, len(cmd)), spec: harnessproto.Spec{
+						Config: cfg, Action: "run", NofileHeadroom: &headroom,
+						Request: harnessproto.Request{Command: cmd, TimeoutMs: f64(20000), Mode: mode},
+					}})
+				}
+			}
+		}
+		outs := id.harnessAll(t, cases)
+		resource, ran := map[string]int{}, map[string]int{}
+		for i, c := range cases {
+			o := outs[i].Outcome
+			mode := c.spec.Request.Mode
+			marker := filepath.Join(outs[i].Workspace, "ran")
+			if len(c.spec.Request.Command) > 100 {
+				marker += "-long"
+			}
+			switch {
+			case o.Error != nil:
+				if !o.Error.Resource || o.Error.SandboxUnavailable || strings.Contains(o.Error.Text, "danger-full-access") {
+					t.Errorf("%s: error %+v, want a ResourceError only", c.name, *o.Error)
+				}
+				if exists(marker) {
+					t.Errorf("%s: the command ran despite the error", c.name)
+				}
+				resource[mode]++
+			case o.Result != nil && o.Result.ExitCode == 0 && mode == "read-only":
+				ran[mode]++ // touch is denied under read-only: exit 1 expected
+				t.Errorf("%s: touch succeeded under read-only", c.name)
+			case o.Result != nil && mode == "read-only":
+				ran[mode]++
+			case o.Result != nil && o.Result.ExitCode == 0:
+				ran[mode]++
+			default:
+				t.Errorf("%s: result %+v (stderr %q)", c.name, o.Result, o.Result.Stderr.Text)
+			}
+		}
+		for _, mode := range allModes {
+			if resource[mode] == 0 || ran[mode] == 0 {
+				t.Errorf("%s: %d resource errors, %d runs: the sweep must cover both", mode, resource[mode], ran[mode])
+			}
+		}
+	})
+}
+
+// TestExecutorRunnerResourceExhaustion: a runner that runs out of file
+// descriptors while it sets up the sandbox (the Landlock ruleset, the id
+// maps, its pipes, the seccomp listener, the self-tests) reports it as such:
+// a *ResourceError, never "sandbox unavailable", and nothing runs. The runner
+// is this harness behind a wrapper that lowers its RLIMIT_NOFILE.
+func TestExecutorRunnerResourceExhaustion(t *testing.T) {
+	t.Parallel()
+	requireLandlock(t)
+	needHarness(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		dir := id.mkdirOwned(t, "/tmp", "dsh-it-runner-")
+		var cases []hCase
+		for _, mode := range confinedModes {
+			// From 5: with 0-3 taken, below that the dynamic loader itself
+			// cannot open the libraries, before any runner code runs.
+			for n := 5; n <= 16; n++ {
+				wrapper := filepath.Join(dir, fmt.Sprintf("runner-%d", n))
+				id.writeOwned(t, wrapper, fmt.Sprintf("#!/bin/bash\nulimit -n %d || exit 99\nexec -a dsh-sandbox-runner %s \"$@\"\n", n, harnessBin), 0o755)
+				cfg := id.execConfig(t, mode)
+				cfg.Runner = wrapper
+				cases = append(cases, hCase{name: fmt.Sprintf("%s/nofile=%d", mode, n), spec: harnessproto.Spec{
+					Config: cfg, Action: "run", Request: harnessproto.Request{Command: "echo ran > /dev/null; echo ok", TimeoutMs: f64(20000)},
+				}})
+			}
+		}
+		outs := id.harnessAll(t, cases)
+		resource, ran := 0, 0
+		for i, c := range cases {
+			o := outs[i].Outcome
+			switch {
+			case o.Error != nil:
+				if !o.Error.Resource || o.Error.SandboxUnavailable {
+					t.Errorf("%s: error %+v, want a ResourceError", c.name, *o.Error)
+				}
+				resource++
+			case o.Result != nil && o.Result.Stdout.Text == "ok\n":
+				requireConfined(t, o.Result, c.spec.Config.Mode)
+				ran++
+			default:
+				t.Errorf("%s: result %+v", c.name, o.Result)
+			}
+		}
+		if resource == 0 || ran == 0 {
+			t.Errorf("%d resource errors, %d runs: the sweep must cover both", resource, ran)
+		}
+	})
+}

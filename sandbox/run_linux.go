@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -175,21 +174,33 @@ func (j *job) start() error {
 	var stdinR *os.File
 	if j.r.Stdin != nil {
 		if stdinR, j.stdinW, err = os.Pipe(); err != nil {
-			return fail(fmt.Errorf("sandbox: stdin pipe: %w", err))
+			return fail(spawnError("pipe", fmt.Errorf("sandbox: stdin pipe: %w", err)))
 		}
 		closeOnFail = append(closeOnFail, stdinR, j.stdinW)
 	}
+	// A command too long to be an argument is read from a memfd.
+	script := j.r.Command
+	var extra []*os.File
+	if !commandFits(j.e.shell, j.r.Command, j.r.Env) {
+		f, err := commandFile(j.r.Command)
+		if err != nil {
+			return fail(spawnError("memfd", fmt.Errorf("sandbox: %w", err)))
+		}
+		closeOnFail = append(closeOnFail, f)
+		script, extra = longCommandScript, []*os.File{f}
+	}
 
 	cmd := &Cmd{
-		Policy: j.r.Policy,
-		Path:   j.e.shell,
-		Args:   []string{filepath.Base(j.e.shell), "-c", j.r.Command},
-		Env:    j.r.Env,
-		Dir:    j.r.Workdir,
-		Stdin:  stdinR,
-		Stdout: outW,
-		Stderr: errW,
-		Runner: j.e.cfg.Runner,
+		Policy:     j.r.Policy,
+		Path:       j.e.shell,
+		Args:       shellArgv(j.e.shell, script)[1:],
+		Env:        j.r.Env,
+		Dir:        j.r.Workdir,
+		Stdin:      stdinR,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: extra,
+		Runner:     j.e.cfg.Runner,
 	}
 	if !j.r.Mode.Confines() {
 		// No sandbox runner: the process-tree keeper is this very binary
@@ -199,7 +210,11 @@ func (j *job) start() error {
 	if err := cmd.Start(); err != nil {
 		fail(nil)
 		var se *SetupError
-		if j.r.Mode.Confines() && errors.As(err, &se) {
+		var re *ResourceError
+		switch {
+		case errors.As(err, &re):
+			return re
+		case j.r.Mode.Confines() && errors.As(err, &se):
 			return &SandboxUnavailableError{Mode: j.r.Mode, Detail: se.Detail, Err: err}
 		}
 		return fmt.Errorf("sandbox: cannot start the command: %w", err)
@@ -207,6 +222,9 @@ func (j *job) start() error {
 	j.cmd = cmd
 	outW.Close()
 	errW.Close()
+	for _, f := range extra {
+		f.Close()
+	}
 	if stdinR != nil {
 		stdinR.Close()
 		go func() {
@@ -221,11 +239,20 @@ func (j *job) start() error {
 	return nil
 }
 
+// spawnError is err, or a *ResourceError for op when err is running out of
+// resources.
+func spawnError(op string, err error) error {
+	if re := resourceError(op, err); re != nil {
+		return re
+	}
+	return err
+}
+
 // pipe returns a pipe for a command's output, enlarged for throughput.
 func pipe() (r, w *os.File, err error) {
 	r, w, err = os.Pipe()
 	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox: output pipe: %w", err)
+		return nil, nil, spawnError("pipe", fmt.Errorf("sandbox: output pipe: %w", err))
 	}
 	// Best effort: fewer wake-ups for bulky output. The default 64 KiB
 	// stays when the host refuses. (Through Control: r.Fd() would switch

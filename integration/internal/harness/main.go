@@ -21,6 +21,9 @@
 //	            runner pids, then block forever (the test SIGKILLs us), or
 //	            exit at once with exit_after_ready.
 //
+// With nofile_headroom set, the soft RLIMIT_NOFILE is lowered before the
+// action to the descriptors open then plus that many.
+//
 // With survivors_of set, after the action the harness waits up to 2 s for
 // no process whose command line contains that string to remain, and reports
 // those still there. Every Output reports the harness's pid, its memory
@@ -40,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
@@ -83,6 +87,9 @@ func main() {
 	out.SpillDir, out.Workspace = e.SpillDir(), e.Workspace()
 
 	out.RSSBeforeKB = procStatusKB("VmRSS")
+	if spec.NofileHeadroom != nil {
+		lowerNofile(*spec.NofileHeadroom)
+	}
 	switch spec.Action {
 	case "run":
 		out.Outcome = run(e, spec.Request, spec.AbortAfterMs)
@@ -312,8 +319,28 @@ func classify(err error) *harnessproto.ErrorInfo {
 	info.Aborted = errors.Is(err, sandbox.ErrAborted)
 	info.Canceled = errors.Is(err, context.Canceled)
 	info.Invalid = errors.Is(err, sandbox.ErrInvalidRequest)
+	var re *sandbox.ResourceError
+	info.Resource = errors.As(err, &re) && errors.Is(err, sandbox.ErrResourceExhausted)
 	info.Closed = errors.Is(err, sandbox.ErrClosed)
 	return info
+}
+
+// lowerNofile sets the soft RLIMIT_NOFILE to the open descriptors plus
+// headroom (through package syscall, so that children inherit it).
+func lowerNofile(headroom int) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		fatal(err)
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		fatal(err)
+	}
+	// ReadDir's own descriptor is closed again: it is not counted.
+	rl.Cur = uint64(len(ents) - 1 + headroom)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		fatal(err)
+	}
 }
 
 // procStatusKB returns a "kB" field of /proc/self/status.

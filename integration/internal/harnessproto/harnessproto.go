@@ -53,6 +53,9 @@ type Spec struct {
 	ExitAfterReady bool `json:"exit_after_ready,omitempty"`
 	// start: from OnSettled, call Kill and cancel the context
 	StopOnSettled bool `json:"stop_on_settled,omitempty"`
+	// NofileHeadroom, when set, lowers RLIMIT_NOFILE before the action to
+	// the harness's open descriptors plus this many.
+	NofileHeadroom *int `json:"nofile_headroom,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -68,6 +71,7 @@ type ErrorInfo struct {
 	Aborted            bool   `json:"aborted"`
 	Canceled           bool   `json:"canceled"`
 	Invalid            bool   `json:"invalid"`
+	Resource           bool   `json:"resource"` // a *sandbox.ResourceError (errors.As), ErrResourceExhausted (errors.Is)
 	Closed             bool   `json:"closed"`
 }
 
