@@ -169,7 +169,7 @@ func TestExecutorStdin(t *testing.T) {
 				Action: "concurrent",
 				Requests: []harnessproto.Request{
 					{Command: "cat", Stdin: str("hello\nworld\n"), TimeoutMs: f64(10000)},
-					{Command: "cat; echo done", TimeoutMs: f64(10000)},
+					{Command: `cat; echo "done $?"`, TimeoutMs: f64(10000)},
 					{Command: "wc -c; sha256sum | cut -d' ' -f1", Stdin: str(big), TimeoutMs: f64(10000)},
 					{Command: "cat", Stdin: str(""), TimeoutMs: f64(10000)},
 					{Command: "true", Stdin: str(big), TimeoutMs: f64(10000)}, // never reads it
@@ -183,7 +183,7 @@ func TestExecutorStdin(t *testing.T) {
 				if len(rs) != 5 {
 					t.Fatalf("%d results", len(rs))
 				}
-				for k, want := range []string{"hello\nworld\n", "done\n", fmt.Sprintf("%d\n%s\n", len(big), sha256Of(t, strings.NewReader(""))), "", ""} {
+				for k, want := range []string{"hello\nworld\n", "done 0\n", fmt.Sprintf("%d\n%s\n", len(big), sha256Of(t, strings.NewReader(""))), "", ""} {
 					r := requireResult(t, rs[k])
 					// run 2: wc consumes all of stdin, then sha256sum reads EOF
 					if r.Stdout.Text != want {

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -74,6 +75,10 @@ type Cmd struct {
 	// Stdin, Stdout and Stderr are given to the command as fds 0, 1 and 2;
 	// nil means /dev/null.
 	Stdin, Stdout, Stderr *os.File
+	// ExtraFiles are more open files for the command, like os/exec's: entry
+	// i becomes fd 3+i (no entry may be nil). Every other fd above 2 is
+	// closed in the command. Cmd does not close them.
+	ExtraFiles []*os.File
 	// Runner is the binary re-executed as the runner: any binary that
 	// links this package. "" means this executable (/proc/self/exe).
 	Runner string
@@ -87,6 +92,7 @@ type Cmd struct {
 	notifier *notifier
 	enf      Enforcement
 	done     chan struct{}
+	exited   chan struct{} // closed once the runner reported the command's status
 	exit     *runnerMsg
 	lost     error
 	pidNS    bool // the command runs in the runner's pid namespace
@@ -122,6 +128,11 @@ func (c *Cmd) Start() error {
 		// A hand-built policy must say what is enforced: refuse it.
 		return &SetupError{Detail: err.Error()}
 	}
+	for i, f := range c.ExtraFiles {
+		if f == nil {
+			return &SetupError{Detail: fmt.Sprintf("ExtraFiles[%d] is nil", i)}
+		}
+	}
 	runnerPath := c.Runner
 	if runnerPath == "" {
 		// This very binary, even if its file was replaced or removed
@@ -130,6 +141,9 @@ func (c *Cmd) Start() error {
 	}
 	prep, err := prepare(c.Policy)
 	if err != nil {
+		if re := resourceError("prepare the sandbox", err); re != nil {
+			return re
+		}
 		return &SetupError{Detail: err.Error()}
 	}
 	defer prep.close()
@@ -169,8 +183,12 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		cleanup()
 		return &SetupError{Detail: detail}
 	}
-	spec, err := c.prep.spec(userNS, c.Path)
+	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles))
 	if err != nil {
+		if re := resourceError("prepare the sandbox", err); re != nil {
+			cleanup()
+			return re
+		}
 		return abort(err.Error())
 	}
 	if err := sendBytes(ctrl, spec, nil); err != nil {
@@ -202,15 +220,23 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		case msgInit:
 			confined = m.Pid
 		case msgListener:
-			lfd, v, ok := targetFD(confined, m.FD, nil)
-			if !ok {
-				return abort(fmt.Sprintf("cannot take the seccomp listener from the runner: %v", v.errno))
+			lfd, err := takeFD(confined, m.FD)
+			if err != nil {
+				if re := resourceError("take the seccomp listener", err); re != nil {
+					cleanup()
+					return re
+				}
+				return abort(fmt.Sprintf("cannot take the seccomp listener from the runner: %v", err))
 			}
 			if link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", lfd)); link != "anon_inode:seccomp notify" {
 				unix.Close(lfd)
 				return abort(fmt.Sprintf("the runner's fd %d is not a seccomp listener (%q)", m.FD, link))
 			}
 			if n, err = newNotifier(lfd, c.Policy, facts); err != nil {
+				if re := resourceError("start the notifier", err); re != nil {
+					cleanup()
+					return re
+				}
 				return abort(err.Error())
 			}
 			go n.run()
@@ -218,9 +244,16 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				return abort(fmt.Sprintf("control socket: %v", err))
 			}
 		case msgFail:
+			if m.Errno != 0 && isResourceErrno(syscall.Errno(m.Errno)) {
+				cleanup()
+				return &ResourceError{Op: "runner: " + m.Op, Err: syscall.Errno(m.Errno)}
+			}
 			return abort(m.Detail)
 		case msgExecFail:
 			cleanup()
+			if isResourceErrno(syscall.Errno(m.Errno)) {
+				return &ResourceError{Op: "exec " + c.Args[0], Err: syscall.Errno(m.Errno)}
+			}
 			return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
 		case msgReady:
 			c.proc, c.ctrl, c.facts, c.notifier = proc, ctrl, facts, n
@@ -228,7 +261,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			if m.Layers != nil {
 				c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
 			}
-			c.done = make(chan struct{})
+			c.done, c.exited = make(chan struct{}), make(chan struct{})
 			go c.monitor()
 			return nil
 		default:
@@ -251,6 +284,7 @@ func (c *Cmd) monitor() {
 		}
 		if m.Kind == msgExit {
 			c.exit = &m
+			close(c.exited) // the status stands, whatever teardown remains
 			break
 		}
 		if m.Kind == msgFail {
@@ -384,6 +418,9 @@ const killAskGrace = 2 * time.Second
 func (c *Cmd) spawnRunner(runnerPath string) (*os.Process, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
+		if re := resourceError("socketpair", err); re != nil {
+			return nil, nil, re
+		}
 		return nil, nil, &SetupError{Detail: fmt.Sprintf("control socket: %v", err)}
 	}
 	// The spec carries the mount plan, one entry per mount point: let it
@@ -396,19 +433,80 @@ func (c *Cmd) spawnRunner(runnerPath string) (*os.Process, *os.File, error) {
 	if env == nil {
 		env = os.Environ()
 	}
+	// The control socket is the runner's fd 3; the command's extra files
+	// follow it, and the runner moves them down to 3.. in the command.
 	proc := &exec.Cmd{
 		Path:       runnerPath,
 		Args:       append([]string{runnerArg0}, c.Args...),
 		Env:        append(envWithout(env, runnerEnv), runnerEnv+"=1"),
 		Dir:        c.Dir,
-		Stdin:      c.Stdin,
-		Stdout:     c.Stdout,
-		Stderr:     c.Stderr,
-		ExtraFiles: []*os.File{child},
+		Stdin:      readerOf(c.Stdin),
+		Stdout:     writerOf(c.Stdout),
+		Stderr:     writerOf(c.Stderr),
+		ExtraFiles: append([]*os.File{child}, c.ExtraFiles...),
 	}
 	if err := proc.Start(); err != nil {
 		ctrl.Close()
+		if re := resourceError("fork/exec the runner", err); re != nil {
+			return nil, nil, re
+		}
 		return nil, nil, &SetupError{Detail: fmt.Sprintf("cannot start the runner %s: %v", runnerPath, unwrapExecErr(err))}
 	}
 	return proc.Process, ctrl, nil
+}
+
+// isResourceErrno reports whether err is running out of processes, file
+// descriptors or memory.
+func isResourceErrno(err error) bool {
+	for _, e := range []syscall.Errno{unix.EAGAIN, unix.EMFILE, unix.ENFILE, unix.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// resourceError is a *ResourceError for op when err is running out of
+// resources, else nil.
+func resourceError(op string, err error) *ResourceError {
+	if !isResourceErrno(err) {
+		return nil
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		err = errno
+	}
+	return &ResourceError{Op: op, Err: err}
+}
+
+// takeFD takes a copy of fd of process pid (pidfd_getfd).
+func takeFD(pid, fd int) (int, error) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1, fmt.Errorf("pidfd_open: %w", err)
+	}
+	defer unix.Close(pidfd)
+	lfd, err := unix.PidfdGetfd(pidfd, fd, 0)
+	if err != nil {
+		return -1, fmt.Errorf("pidfd_getfd: %w", err)
+	}
+	return lfd, nil
+}
+
+// readerOf and writerOf give a stream to os/exec: a nil *os.File must be a
+// nil interface, which os/exec replaces by /dev/null (a nil *os.File inside
+// an interface would leave the fd closed, and the command's next open would
+// take it).
+func readerOf(f *os.File) io.Reader {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+func writerOf(f *os.File) io.Writer {
+	if f == nil {
+		return nil
+	}
+	return f
 }

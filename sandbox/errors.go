@@ -39,6 +39,32 @@ func (e *SandboxUnavailableError) Error() string {
 
 func (e *SandboxUnavailableError) Unwrap() error { return e.Err }
 
+// ErrResourceExhausted is matched (errors.Is) by every *ResourceError.
+var ErrResourceExhausted = errors.New("out of resources")
+
+// ResourceError reports that a command could not be started because this
+// process or the host ran out of processes (EAGAIN), file descriptors
+// (EMFILE, ENFILE) or memory (ENOMEM) while spawning it: the command never
+// ran, and the same request may succeed once resources are free. The
+// sandbox itself is usable: this is never a *SandboxUnavailableError.
+type ResourceError struct {
+	// Op is what failed ("pipe", "socketpair", "fork", "exec bash", ...).
+	Op string
+	// Err is the errno.
+	Err error
+}
+
+func (e *ResourceError) Error() string {
+	return fmt.Sprintf("cannot start the command: out of resources (%s: %v); nothing ran. "+
+		"Retry once other commands have ended or resources are free", e.Op, e.Err)
+}
+
+// Unwrap returns the errno.
+func (e *ResourceError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrResourceExhausted.
+func (e *ResourceError) Is(target error) bool { return target == ErrResourceExhausted }
+
 // ErrAborted is wrapped by the error of a Run whose context was cancelled
 // (together with the context's error).
 var ErrAborted = errors.New("command aborted")

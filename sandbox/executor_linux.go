@@ -312,6 +312,9 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		}
 	}
 	r.Env = ChildEnv(e.cfg.Environ(), req.Env, req.DshEnv)
+	if err := checkExecEnv(e.shell, r.Env); err != nil {
+		return Resolved{}, err
+	}
 
 	if req.StdoutMaxBytes < 0 {
 		return Resolved{}, invalidf("StdoutMaxBytes must not be negative, got %d", req.StdoutMaxBytes)

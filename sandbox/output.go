@@ -42,6 +42,7 @@ type collector struct {
 	total int64
 	read  int64  // bytes consumed by reads
 	path  string // the live spill file, "" when none
+	ended bool   // the stream ended: reads hold nothing back
 }
 
 func newCollector(name string, limit int, spillCap int64, newSpill spillFunc) *collector {
@@ -109,12 +110,15 @@ func (c *collector) abandonSpill() {
 	c.spillDone = true
 }
 
-// close closes the spill file (it stays on disk).
+// close ends the stream and closes the spill file (it stays on disk).
 func (c *collector) close() {
 	if c.file != nil {
 		c.file.Close()
 		c.file = nil
 	}
+	c.mu.Lock()
+	c.ended = true
+	c.mu.Unlock()
 }
 
 // append adds p to the ring. c.mu is held.
@@ -165,29 +169,57 @@ func (c *collector) output() Output {
 }
 
 // consume returns the bytes written since the previous consume, and whether
-// some of them had already fallen out of the tail (lossy).
+// some of them had already fallen out of the tail (lossy). While the stream
+// lives, a character whose last bytes have not arrived yet is held back for
+// the next consume, so that a delta never splits a character; once it ended,
+// everything is given.
 func (c *collector) consume() (text string, lossy bool, spill string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	unread := c.total - c.read
-	c.read = c.total
 	if unread == 0 {
 		return "", false, c.path
 	}
 	b := c.contents()
 	if unread > int64(len(b)) {
-		return string(trimPartialRune(b)), true, c.path
+		lossy = true
+		b = trimPartialRune(b)
+	} else {
+		b = b[int64(len(b))-unread:]
 	}
-	return string(b[int64(len(b))-unread:]), false, c.path
+	held := 0
+	if !c.ended {
+		held = incompleteSuffix(b)
+	}
+	c.read = c.total - int64(held)
+	return string(b[:len(b)-held]), lossy, c.path
 }
 
 // trimPartialRune drops the continuation bytes of a character cut at the
-// start of a tail.
+// start of a tail (at most UTFMax-1 of them; more are not UTF-8, and kept).
 func trimPartialRune(b []byte) []byte {
-	for i := 0; i < utf8.UTFMax-1 && i < len(b); i++ {
+	for i := 0; i < utf8.UTFMax && i < len(b); i++ {
 		if utf8.RuneStart(b[i]) {
 			return b[i:]
 		}
 	}
+	if len(b) < utf8.UTFMax {
+		return b[len(b):] // nothing but the end of a cut character
+	}
 	return b
+}
+
+// incompleteSuffix is the length of the character at the end of b whose
+// last bytes are missing (0 when b ends on a whole character, or on bytes
+// that are not UTF-8 whatever follows).
+func incompleteSuffix(b []byte) int {
+	for i := 1; i <= utf8.UTFMax-1 && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if utf8.FullRune(b[len(b)-i:]) {
+				return 0
+			}
+			return i
+		}
+	}
+	return 0
 }

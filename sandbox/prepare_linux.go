@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -64,8 +65,9 @@ func (prep *preparation) close() {
 // spec encodes the runner's spec. With userNS the runner tries to create
 // its namespaces (falling back to none where the host refuses them).
 // path, when not "", is the file the runner executes (argv[0] is then only
-// the command's name).
-func (prep *preparation) spec(userNS bool, path string) ([]byte, error) {
+// the command's name). extra is the number of the command's extra files
+// (the runner's fds 4.., the command's 3..).
+func (prep *preparation) spec(userNS bool, path string, extra int) ([]byte, error) {
 	p := prep.policy
 	b := func(v bool) string {
 		if v {
@@ -85,6 +87,7 @@ func (prep *preparation) spec(userNS bool, path string) ([]byte, error) {
 		{"notify", b(prep.notify)},
 		{"why", prep.landlockErr},
 		{"path", path},
+		{"extra", strconv.Itoa(extra)},
 	}
 	var plan []string
 	if confine && userNS {

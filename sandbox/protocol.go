@@ -95,6 +95,7 @@ type runnerMsg struct {
 	Pid      int           `json:"pid,omitempty"`
 	FD       int           `json:"fd,omitempty"`
 	Errno    int           `json:"errno,omitempty"`
+	Op       string        `json:"op,omitempty"` // fail: what failed, with Errno
 }
 
 func sendMsg(f *os.File, m any, fd int) error {

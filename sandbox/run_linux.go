@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -88,7 +87,7 @@ type job struct {
 
 	mu       sync.Mutex
 	cause    stopCause
-	exited   bool // the command's status is known
+	exited   bool // the command's status is known (see statusKnown)
 	stopping bool
 	result   *RunResult
 	onSettle []func(*RunResult)
@@ -178,21 +177,33 @@ func (j *job) start() error {
 	var stdinR *os.File
 	if j.r.Stdin != nil {
 		if stdinR, j.stdinW, err = os.Pipe(); err != nil {
-			return fail(fmt.Errorf("sandbox: stdin pipe: %w", err))
+			return fail(spawnError("pipe", fmt.Errorf("sandbox: stdin pipe: %w", err)))
 		}
 		closeOnFail = append(closeOnFail, stdinR, j.stdinW)
 	}
+	// A command too long to be an argument is read from a memfd.
+	script := j.r.Command
+	var extra []*os.File
+	if !commandFits(j.e.shell, j.r.Command, j.r.Env) {
+		f, err := commandFile(j.r.Command)
+		if err != nil {
+			return fail(spawnError("memfd", fmt.Errorf("sandbox: %w", err)))
+		}
+		closeOnFail = append(closeOnFail, f)
+		script, extra = longCommandScript, []*os.File{f}
+	}
 
 	cmd := &Cmd{
-		Policy: j.r.Policy,
-		Path:   j.e.shell,
-		Args:   []string{filepath.Base(j.e.shell), "-c", j.r.Command},
-		Env:    j.r.Env,
-		Dir:    j.r.Workdir,
-		Stdin:  stdinR,
-		Stdout: outW,
-		Stderr: errW,
-		Runner: j.e.cfg.Runner,
+		Policy:     j.r.Policy,
+		Path:       j.e.shell,
+		Args:       shellArgv(j.e.shell, script)[1:],
+		Env:        j.r.Env,
+		Dir:        j.r.Workdir,
+		Stdin:      stdinR,
+		Stdout:     outW,
+		Stderr:     errW,
+		ExtraFiles: extra,
+		Runner:     j.e.cfg.Runner,
 	}
 	if !j.r.Mode.Confines() {
 		// No sandbox runner: the process-tree keeper is this very binary
@@ -202,7 +213,11 @@ func (j *job) start() error {
 	if err := cmd.Start(); err != nil {
 		fail(nil)
 		var se *SetupError
-		if j.r.Mode.Confines() && errors.As(err, &se) {
+		var re *ResourceError
+		switch {
+		case errors.As(err, &re):
+			return re
+		case j.r.Mode.Confines() && errors.As(err, &se):
 			return &SandboxUnavailableError{Mode: j.r.Mode, Detail: se.Detail, Err: err}
 		}
 		return fmt.Errorf("sandbox: cannot start the command: %w", err)
@@ -210,6 +225,9 @@ func (j *job) start() error {
 	j.cmd = cmd
 	outW.Close()
 	errW.Close()
+	for _, f := range extra {
+		f.Close()
+	}
 	if stdinR != nil {
 		stdinR.Close()
 		go func() {
@@ -224,11 +242,20 @@ func (j *job) start() error {
 	return nil
 }
 
+// spawnError is err, or a *ResourceError for op when err is running out of
+// resources.
+func spawnError(op string, err error) error {
+	if re := resourceError(op, err); re != nil {
+		return re
+	}
+	return err
+}
+
 // pipe returns a pipe for a command's output, enlarged for throughput.
 func pipe() (r, w *os.File, err error) {
 	r, w, err = os.Pipe()
 	if err != nil {
-		return nil, nil, fmt.Errorf("sandbox: output pipe: %w", err)
+		return nil, nil, spawnError("pipe", fmt.Errorf("sandbox: output pipe: %w", err))
 	}
 	// Best effort: fewer wake-ups for bulky output. The default 64 KiB
 	// stays when the host refuses. (Through Control: r.Fd() would switch
@@ -282,7 +309,12 @@ func (j *job) drain(r *os.File, c *collector) {
 // supervise waits for the command, drains its pipes for at most the grace,
 // and settles the result.
 func (j *job) supervise(timer *time.Timer) {
-	res, err := j.cmd.Wait()
+	// The status is known from the runner's exit message on (or the runner
+	// is gone): from then on nothing stops the command any more.
+	select {
+	case <-j.cmd.exited:
+	case <-j.cmd.done:
+	}
 	if timer != nil {
 		timer.Stop()
 	}
@@ -290,6 +322,7 @@ func (j *job) supervise(timer *time.Timer) {
 	j.exited = true
 	j.mu.Unlock()
 	close(j.exitedCh)
+	res, err := j.cmd.Wait()
 
 	drained := make(chan struct{})
 	go func() { j.readers.Wait(); close(drained) }()
@@ -368,7 +401,7 @@ func (j *job) supervise(timer *time.Timer) {
 // and none once the command ended.
 func (j *job) stop(cause stopCause) {
 	j.mu.Lock()
-	if j.exited || j.stopping {
+	if j.statusKnown() || j.stopping {
 		j.mu.Unlock()
 		return
 	}
@@ -383,6 +416,20 @@ func (j *job) stop(cause stopCause) {
 			j.cmd.Kill()
 		}
 	}()
+}
+
+// statusKnown reports whether the command's status is known: the runner
+// reported it (even if supervise has not noticed yet), or the runner is
+// gone. j.mu is held.
+func (j *job) statusKnown() bool {
+	if !j.exited {
+		select {
+		case <-j.cmd.exited:
+			j.exited = true
+		default:
+		}
+	}
+	return j.exited
 }
 
 // Run runs a command in the foreground and returns its result. A non-zero
@@ -502,7 +549,7 @@ func (p *Process) Result() *RunResult {
 // It reports false when the process had already ended.
 func (p *Process) Kill() bool {
 	p.j.mu.Lock()
-	ended := p.j.exited
+	ended := p.j.statusKnown()
 	p.j.mu.Unlock()
 	if ended {
 		return false

@@ -9,7 +9,10 @@
 // ruleset fd attached. The runner answers with JSON messages: init (the pid
 // namespace's init pid), listener (its fd number, taken by the supervisor
 // with pidfd_getfd, then "ack"), ready, fail, execfail (the command's
-// execve failed), exit. The command is argv[1..].
+// execve failed), exit; a fail message carries the errno ("errno", "op") when
+// a call failed, so that running out of resources is told from a host that
+// cannot confine. The command is argv[1..]; the spec's "extra" files are the
+// runner's fds 4.., and the command's 3.. (moved down right before execve).
 
 
 #define _GNU_SOURCE
@@ -109,6 +112,25 @@ static void fail(const char *fmt, ...) {
 	send_msg(msg);
 	_exit(125);
 }
+
+// fail_sys is fail for a call that failed with errno e: the message names
+// the call (op) and carries e, so that the supervisor can tell running out
+// of processes, descriptors or memory from a host that cannot confine.
+static void fail_sys(const char *op, int e) {
+	char msg[4600];
+	snprintf(msg, sizeof msg, "{\"kind\":\"fail\",\"errno\":%d,\"op\":", e);
+	json_str(msg, sizeof msg - 2, op);
+	strcat(msg, ",\"detail\":");
+	char detail[1200];
+	snprintf(detail, sizeof detail, "%s: %s", op, strerror(e));
+	json_str(msg, sizeof msg - 2, detail);
+	strcat(msg, "}");
+	send_msg(msg);
+	_exit(125);
+}
+
+// out_of_resources: e means no process, descriptor or memory was left.
+static int out_of_resources(int e) { return e == EAGAIN || e == EMFILE || e == ENFILE || e == ENOMEM; }
 
 static void add_reason(const char *fmt, ...) {
 	char r[1024];
@@ -228,6 +250,14 @@ static const char *opt_str(const char *key) {
 
 static pid_t child;
 static int pid1;
+// nextra is the number of the command's extra files: the runner's fds 4..
+static int nextra;
+
+// close_extra closes the runner's copies of the command's extra files, in a
+// process that does not start the command.
+static void close_extra(void) {
+	for (int i = 0; i < nextra; i++) close(CTRL_FD + 1 + i);
+}
 // keeper_death_signal is the parent-death signal of an inner keeper: its
 // relay is gone, so it kills the tree.
 #define keeper_death_signal (SIGRTMIN + 3)
@@ -360,10 +390,19 @@ static void enter_namespaces(int want_net) {
 	}
 	char map[64];
 	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-	if (write_file("/proc/self/uid_map", map) < 0) fail("userns-map: uid_map: %s", strerror(errno));
-	if (write_file("/proc/self/setgroups", "deny") < 0 && errno != ENOENT) fail("userns-map: setgroups: %s", strerror(errno));
+	if (write_file("/proc/self/uid_map", map) < 0) {
+		if (out_of_resources(errno)) fail_sys("uid_map", errno);
+		fail("userns-map: uid_map: %s", strerror(errno));
+	}
+	if (write_file("/proc/self/setgroups", "deny") < 0 && errno != ENOENT) {
+		if (out_of_resources(errno)) fail_sys("setgroups", errno);
+		fail("userns-map: setgroups: %s", strerror(errno));
+	}
 	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-	if (write_file("/proc/self/gid_map", map) < 0) fail("userns-map: gid_map: %s", strerror(errno));
+	if (write_file("/proc/self/gid_map", map) < 0) {
+		if (out_of_resources(errno)) fail_sys("gid_map", errno);
+		fail("userns-map: gid_map: %s", strerror(errno));
+	}
 	ns_user = 1;
 	struct {
 		int flag, *done;
@@ -419,6 +458,7 @@ static ssize_t recv_bpf(char *buf, size_t cap, int *ruleset) {
 		n = recvmsg(CTRL_FD, &mh, MSG_CMSG_CLOEXEC);
 	} while (n < 0 && errno == EINTR);
 	*ruleset = -1;
+	if (n > 0 && (mh.msg_flags & MSG_CTRUNC)) fail_sys("receive the Landlock ruleset", EMFILE);
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
 			memcpy(ruleset, CMSG_DATA(c), sizeof(int));
@@ -436,15 +476,16 @@ static void setup_namespaces(int want_net) {
 	// The supervisor learns the init's pid (as seen from outside) before
 	// the init says anything: the init waits on gate.
 	int gate[2];
-	if (pipe2(gate, O_CLOEXEC) < 0) fail("pipe: %s", strerror(errno));
+	if (pipe2(gate, O_CLOEXEC) < 0) fail_sys("pipe", errno);
 	pid_t init = fork();
-	if (init < 0) fail("fork: %s", strerror(errno));
+	if (init < 0) fail_sys("fork", errno);
 	if (init > 0) {
 		char im[64];
 		snprintf(im, sizeof im, "{\"kind\":\"init\",\"pid\":%d}", (int)init);
 		send_msg(im);
 		close(gate[1]);
 		close(gate[0]);
+		close_extra();
 		relay(init, 0);
 	}
 	close(gate[1]);
@@ -474,6 +515,10 @@ static void runner_main(char **argv) {
 	while (ops < ntok && strcmp(tok[ops], "ops") != 0) ops++;
 	char **cmd = argv + 1;
 	if (!cmd[0]) fail("runner: no command");
+	nextra = opt("extra");
+	if (nextra < 0 || nextra > 64) fail("runner: bad number of extra files");
+	for (int i = 0; i < nextra; i++)
+		if (fcntl(CTRL_FD + 1 + i, F_GETFD) < 0) fail("runner: extra file %d (fd %d) is not open", i, CTRL_FD + 1 + i);
 
 	int confine = opt("confine"), mount_view = 0, fresh_proc = 0, landlock = 0, notify = 0, ruleset = -1;
 	if (confine) {
@@ -503,6 +548,7 @@ static void runner_main(char **argv) {
 			if (opt("llselftest")) {
 				int fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC);
 				if (fd >= 0) fail("landlock self-test: a write outside the policy was allowed");
+				if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) fail_sys("landlock self-test", errno);
 				if (errno != EACCES) fail("landlock self-test: expected EACCES, got %s", strerror(errno));
 			}
 			landlock = 1;
@@ -511,7 +557,10 @@ static void runner_main(char **argv) {
 		struct sock_fprog prog = {.len = (unsigned short)(blen / sizeof(struct sock_filter)), .filter = (struct sock_filter *)bpf};
 		notify = opt("notify");
 		long lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
-		if (lfd < 0) fail("seccomp: load filter: %s", strerror(errno));
+		if (lfd < 0) {
+			if (out_of_resources(errno)) fail_sys("seccomp: load filter", errno);
+			fail("seccomp: load filter: %s", strerror(errno));
+		}
 		if (notify) {
 			// The supervisor takes the listener with pidfd_getfd and
 			// acknowledges; only then may it be closed here.
@@ -539,8 +588,11 @@ static void runner_main(char **argv) {
 		sigprocmask(SIG_BLOCK, &all, &prev);
 		pid_t outer = getpid();
 		pid_t keeper = fork();
-		if (keeper < 0) fail("fork: %s", strerror(errno));
-		if (keeper > 0) relay(keeper, 1);
+		if (keeper < 0) fail_sys("fork", errno);
+		if (keeper > 0) {
+			close_extra();
+			relay(keeper, 1);
+		}
 		if (prctl(PR_SET_PDEATHSIG, keeper_death_signal, 0, 0, 0) < 0) fail("set parent-death signal: %s", strerror(errno));
 		if (getppid() != outer) _exit(125);
 		if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) fail("set child subreaper: %s", strerror(errno));
@@ -553,18 +605,29 @@ static void runner_main(char **argv) {
 	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&mask, forwarded[i]);
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-	if (sfd < 0) fail("signalfd: %s", strerror(errno));
+	if (sfd < 0) fail_sys("signalfd", errno);
 	// A close-on-exec pipe tells whether the command's execve succeeded
 	// (EOF) or failed (its errno): a command that cannot be started is
 	// reported as such, not as an exit status.
 	int ep[2];
-	if (pipe2(ep, O_CLOEXEC) < 0) fail("pipe: %s", strerror(errno));
+	if (pipe2(ep, O_CLOEXEC) < 0) fail_sys("pipe", errno);
 	child = fork();
-	if (child < 0) fail("fork: %s", strerror(errno));
+	if (child < 0) fail_sys("fork", errno);
 	if (child == 0) {
 		close(ep[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		setsid();
+		// The extra files, the runner's fds 4.., become the command's 3..
+		// (dup2 clears close-on-exec on the copy; the last original keeps
+		// it, as does every other fd above 2).
+		for (int i = 0; i < nextra; i++) {
+			if (dup2(CTRL_FD + 1 + i, CTRL_FD + i) < 0) {
+				int e = errno;
+				while (write(ep[1], &e, sizeof e) < 0 && errno == EINTR) {
+				}
+				_exit(126);
+			}
+		}
 		const char *path = opt_str("path");
 		if (path[0])
 			execv(path, cmd);
@@ -576,6 +639,7 @@ static void runner_main(char **argv) {
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	close(ep[1]);
+	close_extra();
 	int exec_errno = 0;
 	ssize_t er;
 	do {

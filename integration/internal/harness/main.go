@@ -12,13 +12,17 @@
 //	start       Start Request in the background; Kill it after kill_after_ms
 //	            or once its stdout contains kill_on; cancel its context after
 //	            abort_after_ms; Read a Delta every read_every_ms (and once at
-//	            the end); print the final result and the deltas.
+//	            the end); with stop_on_settled, Kill it and cancel its
+//	            context from OnSettled; print the final result and the deltas.
 //	concurrent  Run every request of Requests in parallel; print their
 //	            outcomes in order.
 //	hold        Start every request of Requests, wait until the stdout of
 //	            each contains ready_on, print one line "READY <json>" with the
 //	            runner pids, then block forever (the test SIGKILLs us), or
 //	            exit at once with exit_after_ready.
+//
+// With nofile_headroom set, the soft RLIMIT_NOFILE is lowered before the
+// action to the descriptors open then plus that many.
 //
 // With survivors_of set, after the action the harness waits up to 2 s for
 // no process whose command line contains that string to remain, and reports
@@ -39,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
@@ -82,6 +87,9 @@ func main() {
 	out.SpillDir, out.Workspace = e.SpillDir(), e.Workspace()
 
 	out.RSSBeforeKB = procStatusKB("VmRSS")
+	if spec.NofileHeadroom != nil {
+		lowerNofile(*spec.NofileHeadroom)
+	}
 	switch spec.Action {
 	case "run":
 		out.Outcome = run(e, spec.Request, spec.AbortAfterMs)
@@ -191,6 +199,13 @@ func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
 		return harnessproto.Outcome{Error: classify(err), ElapsedMs: ms(time.Since(t0))}
 	}
 	var o harnessproto.Outcome
+	if spec.StopOnSettled {
+		p.OnSettled(func(*sandbox.RunResult) {
+			k := p.Kill()
+			o.KillInSettled = &k
+			cancel()
+		})
+	}
 	if spec.AbortAfterMs > 0 {
 		time.AfterFunc(time.Duration(spec.AbortAfterMs)*time.Millisecond, cancel)
 	}
@@ -304,8 +319,28 @@ func classify(err error) *harnessproto.ErrorInfo {
 	info.Aborted = errors.Is(err, sandbox.ErrAborted)
 	info.Canceled = errors.Is(err, context.Canceled)
 	info.Invalid = errors.Is(err, sandbox.ErrInvalidRequest)
+	var re *sandbox.ResourceError
+	info.Resource = errors.As(err, &re) && errors.Is(err, sandbox.ErrResourceExhausted)
 	info.Closed = errors.Is(err, sandbox.ErrClosed)
 	return info
+}
+
+// lowerNofile sets the soft RLIMIT_NOFILE to the open descriptors plus
+// headroom (through package syscall, so that children inherit it).
+func lowerNofile(headroom int) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		fatal(err)
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		fatal(err)
+	}
+	// ReadDir's own descriptor is closed again: it is not counted.
+	rl.Cur = uint64(len(ents) - 1 + headroom)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		fatal(err)
+	}
 }
 
 // procStatusKB returns a "kB" field of /proc/self/status.

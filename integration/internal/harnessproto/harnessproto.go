@@ -51,6 +51,11 @@ type Spec struct {
 	SurvivorsOf  string    `json:"survivors_of,omitempty"`
 	// hold: exit(0) once ready instead of blocking
 	ExitAfterReady bool `json:"exit_after_ready,omitempty"`
+	// start: from OnSettled, call Kill and cancel the context
+	StopOnSettled bool `json:"stop_on_settled,omitempty"`
+	// NofileHeadroom, when set, lowers RLIMIT_NOFILE before the action to
+	// the harness's open descriptors plus this many.
+	NofileHeadroom *int `json:"nofile_headroom,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -66,6 +71,7 @@ type ErrorInfo struct {
 	Aborted            bool   `json:"aborted"`
 	Canceled           bool   `json:"canceled"`
 	Invalid            bool   `json:"invalid"`
+	Resource           bool   `json:"resource"` // a *sandbox.ResourceError (errors.As), ErrResourceExhausted (errors.Is)
 	Closed             bool   `json:"closed"`
 }
 
@@ -80,6 +86,7 @@ type Outcome struct {
 	KillReturned    bool            `json:"kill_returned,omitempty"`
 	StatusAfterKill string          `json:"status_after_kill,omitempty"`
 	KillAfterDone   *bool           `json:"kill_after_done,omitempty"`
+	KillInSettled   *bool           `json:"kill_in_settled,omitempty"`
 	StatusAtEnd     string          `json:"status_at_end,omitempty"`
 }
 
