@@ -77,6 +77,7 @@ func TestCmdRefusesInvalidPolicy(t *testing.T) {
 			var se *SetupError
 			require.True(t, errors.As(err, &se), "got %v", err)
 			assert.Contains(t, se.Detail, "invalid policy")
+			assert.ErrorIs(t, err, modes.ErrInvalidPolicy)
 			assert.NoFileExists(t, marker)
 		})
 	}

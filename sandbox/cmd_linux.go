@@ -22,9 +22,15 @@ import (
 // ran. Detail is one line saying why.
 type SetupError struct {
 	Detail string
+	// Err is the cause when callers may branch on it (e.g.
+	// modes.ErrInvalidPolicy), or nil.
+	Err error
 }
 
 func (e *SetupError) Error() string { return e.Detail }
+
+// Unwrap returns the cause, or nil.
+func (e *SetupError) Unwrap() error { return e.Err }
 
 // ExecError reports that the sandbox was set up but the command itself could
 // not be started (its execve failed): Detail is "<argv0>: <reason>".
@@ -126,7 +132,7 @@ func (c *Cmd) Start() error {
 	}
 	if err := c.Policy.Validate(); err != nil {
 		// A hand-built policy must say what is enforced: refuse it.
-		return &SetupError{Detail: err.Error()}
+		return &SetupError{Detail: err.Error(), Err: err}
 	}
 	for i, f := range c.ExtraFiles {
 		if f == nil {

@@ -87,7 +87,8 @@ type Executor struct {
 	cfg       Config
 	workspace string // canonical
 	shell     string
-	spillDir  string // private 0700 directory
+	spillDir  string // private 0700 directory (canonical path)
+	spill     *spillDir
 	runSeq    atomic.Int64
 
 	mu     sync.Mutex
@@ -160,18 +161,11 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	if parent == "" {
 		parent = os.TempDir()
 	}
-	spillDir, err := os.MkdirTemp(parent, "dsh-sandbox-spill-")
+	spill, err := newSpillDir(parent)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: config: cannot create the spill directory: %w", err)
+		return nil, fmt.Errorf("sandbox: config: %w", err)
 	}
-	if err := os.Chmod(spillDir, 0o700); err != nil {
-		os.Remove(spillDir)
-		return nil, fmt.Errorf("sandbox: config: spill directory: %w", err)
-	}
-	if c, err := filepath.EvalSymlinks(spillDir); err == nil {
-		spillDir = c
-	}
-	return &Executor{cfg: cfg, workspace: probe.Workspace, shell: shell, spillDir: spillDir, live: map[*job]struct{}{}}, nil
+	return &Executor{cfg: cfg, workspace: probe.Workspace, shell: shell, spill: spill, spillDir: spill.path, live: map[*job]struct{}{}}, nil
 }
 
 // Mode is the executor's default mode.
@@ -210,7 +204,7 @@ func (e *Executor) Close() error {
 	for _, j := range jobs {
 		<-j.settled
 	}
-	os.Remove(e.spillDir) // only when empty
+	e.spill.close() // removed only when empty
 	return nil
 }
 
@@ -359,21 +353,12 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 
 // newSpill creates a spill file for one stream of run n.
 func (e *Executor) newSpill(n int64) spillFunc {
-	return func(stream string) (*os.File, error) {
+	return func(stream string) (*os.File, func(), error) {
 		var rnd [6]byte
 		if _, err := rand.Read(rnd[:]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		name := fmt.Sprintf("dsh-subprocess-%d-%d-%s-%s.log", os.Getpid(), n, hex.EncodeToString(rnd[:]), stream)
-		f, err := os.OpenFile(filepath.Join(e.spillDir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, err
-		}
-		if err := f.Chmod(0o600); err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			return nil, err
-		}
-		return f, nil
+		return e.spill.create(name)
 	}
 }

@@ -20,8 +20,10 @@ type Output struct {
 	SpillPath string `json:"spillPath,omitempty"`
 }
 
-// spillFunc creates the spill file of a stream on its first overflow.
-type spillFunc func(stream string) (*os.File, error)
+// spillFunc creates the spill file of a stream on its first overflow, and
+// returns with it the function that removes it again (through the spill
+// directory's descriptor, never by a path the command could have replaced).
+type spillFunc func(stream string) (f *os.File, remove func(), err error)
 
 // collector captures one stream: a ring of the last limit bytes, the total
 // count, a consuming-read offset, and the spill file. One goroutine writes;
@@ -34,7 +36,8 @@ type collector struct {
 
 	// Owned by the writer goroutine.
 	file      *os.File
-	spillDone bool // the spill was created and abandoned, or could not be created
+	remove    func() // removes file
+	spillDone bool   // the spill was created and abandoned, or could not be created
 
 	mu    sync.Mutex
 	ring  []byte // grows to limit, then wraps at head
@@ -76,18 +79,18 @@ func (c *collector) Write(p []byte) (int, error) {
 	case !c.spillDone && after > int64(c.limit):
 		c.spillDone = true
 		if after <= c.spillCap && c.newSpill != nil {
-			if f, err := c.newSpill(c.name); err == nil {
+			if f, remove, err := c.newSpill(c.name); err == nil {
 				c.mu.Lock()
 				prefix := c.contents()
 				c.mu.Unlock()
 				if _, err := f.Write(prefix); err == nil {
 					if _, err = f.Write(p); err == nil {
-						c.file, newPath, pathChanged = f, f.Name(), true
+						c.file, c.remove, newPath, pathChanged = f, remove, f.Name(), true
 						break
 					}
 				}
 				f.Close()
-				os.Remove(f.Name())
+				remove()
 			}
 		}
 	}
@@ -103,10 +106,9 @@ func (c *collector) Write(p []byte) (int, error) {
 }
 
 func (c *collector) abandonSpill() {
-	name := c.file.Name()
 	c.file.Close()
-	os.Remove(name)
-	c.file = nil
+	c.remove()
+	c.file, c.remove = nil, nil
 	c.spillDone = true
 }
 

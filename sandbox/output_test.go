@@ -16,13 +16,14 @@ import (
 // list of paths it created.
 func spillInto(dir string) (spillFunc, *[]string) {
 	var created []string
-	return func(stream string) (*os.File, error) {
+	return func(stream string) (*os.File, func(), error) {
 		p := filepath.Join(dir, stream+".log")
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err == nil {
-			created = append(created, p)
+		if err != nil {
+			return nil, nil, err
 		}
-		return f, err
+		created = append(created, p)
+		return f, func() { os.Remove(p) }, nil
 	}, &created
 }
 
@@ -114,7 +115,7 @@ func TestCollectorSpillPastCapAtOnce(t *testing.T) {
 }
 
 func TestCollectorSpillUnavailable(t *testing.T) {
-	c := newCollector("stdout", 4, 1<<20, func(string) (*os.File, error) { return nil, errors.New("disk full") })
+	c := newCollector("stdout", 4, 1<<20, func(string) (*os.File, func(), error) { return nil, nil, errors.New("disk full") })
 	c.Write([]byte("0123456789"))
 	out := c.output()
 	assert.True(t, out.Truncated)
