@@ -50,6 +50,13 @@ func newNotifier(fd int, p modes.Policy, facts *factLog) (*notifier, error) {
 		stopR: stop[0], stopW: stop[1]}, nil
 }
 
+// stopped reports whether stop was called.
+func (n *notifier) stopped() bool {
+	fds := []unix.PollFd{{Fd: int32(n.stopR), Events: unix.POLLIN}}
+	k, _ := unix.Poll(fds, 0)
+	return k > 0
+}
+
 // stop ends run even while processes still use the filter.
 func (n *notifier) stop() {
 	n.stopMu.Lock()
@@ -111,6 +118,8 @@ type verdict struct {
 	errno unix.Errno // else fail with this errno (0: succeed with val)
 	val   uint64
 	fact  *Denial
+	// abandon: give no answer (the call was abandoned, see bounded_linux.go)
+	abandon bool
 }
 
 func allow() verdict { return verdict{cont: true} }
@@ -126,6 +135,8 @@ func (n *notifier) deny(rule seccomp.Rule, errno unix.Errno, path, addr string) 
 func (n *notifier) respond(req *seccomp.Notif, v verdict) {
 	var err error
 	switch {
+	case v.abandon:
+		return
 	case v.cont:
 		err = seccomp.Continue(n.fd, req.ID)
 	case v.errno != 0:
@@ -155,8 +166,9 @@ func (n *notifier) handle(req *seccomp.Notif) {
 	case seccomp.KindSocket:
 		n.respond(req, n.deny(rule, rule.Errno, "", familyName(a[0])))
 	case seccomp.KindConnect, seccomp.KindSendto, seccomp.KindSendmsg:
-		// These may block (a full listen backlog or socket buffer): answer
-		// from a goroutine so other notifications keep flowing.
+		// These may have to wait (a full listen backlog or socket buffer):
+		// answer from a goroutine so other notifications keep flowing. The
+		// wait is bounded (bounded_linux.go), so run's n.conns.Wait is too.
 		n.conns.Add(1)
 		go func() {
 			defer n.conns.Done()
@@ -318,6 +330,8 @@ func ioctlName(req uint64) string {
 		return "TIOCSTI"
 	case unix.TIOCLINUX:
 		return "TIOCLINUX"
+	case seccomp.UserfaultfdIocNew:
+		return "USERFAULTFD_IOC_NEW"
 	}
 	return fmt.Sprintf("%#x", req)
 }
