@@ -311,21 +311,29 @@ func TestSupervisorEmulatedCallsCLI(t *testing.T) {
 				if err := waitOutput(s, "blocking", 10*time.Second); err != nil {
 					t.Fatal(err)
 				}
-				t0 := time.Now()
-				if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-					t.Fatal(err)
-				}
-				r := s.wait(t, 20*time.Second)
-				if r.Exit != 143 {
-					t.Errorf("exit = %d, want 143 (SIGTERM)", r.Exit)
-				}
-				if d := time.Since(t0); d > 8*time.Second {
-					t.Errorf("dsh-sandbox-run took %v to end after SIGTERM", d)
-				}
-				requireNoneLeft(t, tag, 2*time.Second)
+				sigtermCLI(t, s, 143, tag)
 			})
 		}
 	})
+}
+
+// sigtermCLI sends SIGTERM to a started dsh-sandbox-run and checks that it
+// ends with exit code want within its kill grace (3 s) and some slack, and
+// that no process carrying tag survives.
+func sigtermCLI(t *testing.T, s *started, want int, tag string) {
+	t.Helper()
+	t0 := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := s.wait(t, 20*time.Second)
+	if r.Exit != want {
+		t.Errorf("exit = %d, want %d", r.Exit, want)
+	}
+	if d := time.Since(t0); d > 8*time.Second {
+		t.Errorf("dsh-sandbox-run took %v to end after SIGTERM", d)
+	}
+	requireNoneLeft(t, tag, 2*time.Second)
 }
 
 // uffdPy tries to get a userfaultfd through /dev/userfaultfd (open, then
@@ -550,19 +558,8 @@ func TestStoppedHelpersCLI(t *testing.T) {
 				if err := pollCond(5*time.Second, func() bool { return len(procsWithCmdline("sleep", "1000"+tag)) == 2 }); err != nil {
 					t.Fatalf("the sleeps never ran: %q", procscan.WithCmdline(tag))
 				}
-				t0 := time.Now()
-				if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-					t.Fatal(err)
-				}
-				r := s.wait(t, 20*time.Second)
-				if r.Exit != 137 {
-					t.Errorf("exit = %d, want 137 (the command ignores SIGTERM: killed after the grace)", r.Exit)
-				}
-				// dsh-sandbox-run's kill grace is 3 s.
-				if d := time.Since(t0); d > 8*time.Second {
-					t.Errorf("dsh-sandbox-run took %v to end after SIGTERM", d)
-				}
-				requireNoneLeft(t, tag, 2*time.Second)
+				// The command ignores SIGTERM: killed after the grace.
+				sigtermCLI(t, s, 137, tag)
 			})
 		}
 	})

@@ -157,12 +157,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		<-tree.reaped
 		ctrl.Close()
 		if n != nil {
-			select {
-			case <-n.done:
-			case <-time.After(lostRunnerWait):
-				n.stop()
-			}
-			n.wait()
+			n.finish(lostRunnerWait)
 		}
 	}
 	// The command may run before "ready" (right after its execve) and
@@ -301,22 +296,16 @@ func (c *Cmd) monitor() {
 	c.ctrl.Close()
 	if c.exit == nil && !c.pidNS {
 		// The runner's relay is gone without the command's status (Kill,
-		// or killed from outside). Its inner keeper kills the tree; should
-		// both have been killed, the orphans went to init: end the
+		// which killed the tree first, or killed from outside). Its inner
+		// keeper kills the tree (or was killed with it, above); should both
+		// have been killed from outside, the orphans went to init: end the
 		// command's session here, and stop waiting for the rest after a
 		// while — whatever escaped by setsid stays confined by Landlock and
 		// the filter, whose notified calls fail once the listener closes.
 		killSession(c.cmdPid)
-		if c.notifier != nil {
-			select {
-			case <-c.notifier.done:
-			case <-time.After(lostRunnerWait):
-				c.notifier.stop()
-			}
-		}
 	}
 	if c.notifier != nil {
-		c.notifier.wait()
+		c.notifier.finish(lostRunnerWait)
 	}
 	c.tree.close()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -110,7 +111,17 @@ func (n *notifier) run() {
 	n.conns.Wait()
 }
 
-func (n *notifier) wait() { <-n.done }
+// finish waits for run to end once the sandbox's processes are gone, and
+// stops it after d: a process that still uses the filter then (one that
+// escaped the tree) gets ENOSYS for every notified call — still denied.
+func (n *notifier) finish(d time.Duration) {
+	select {
+	case <-n.done:
+	case <-time.After(d):
+		n.stop()
+		<-n.done
+	}
+}
 
 // verdict is the answer to one notification.
 type verdict struct {

@@ -94,11 +94,9 @@ func (t *processTree) abandonWhenLost(fd int, setupDone <-chan struct{}) {
 	}
 }
 
-// si_code values of SIGCHLD (linux/signal.h).
-const (
-	cldTrapped = 4
-	cldStopped = 5
-)
+// cldStopped is CLD_STOPPED, the si_code of a child stopped by a signal (a
+// ptrace stop is reported to the tracer only).
+const cldStopped = 5
 
 // reap waits for the relay and reaps it, continuing it whenever it stops.
 // The wait does not reap (WNOWAIT); the reaping itself is done under mu, so
@@ -111,7 +109,7 @@ func (t *processTree) reap() {
 		if err == unix.EINTR {
 			continue
 		}
-		if err == nil && (si.Code == cldStopped || si.Code == cldTrapped) {
+		if err == nil && si.Code == cldStopped {
 			t.signal(syscall.SIGCONT)
 			continue
 		}
@@ -299,21 +297,6 @@ func alive(fd int) bool {
 	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(p, 0)
 	return err == nil && n == 0
-}
-
-// childrenOfTask lists the children of single-threaded process pid.
-func childrenOfTask(pid int) []int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if k, err := strconv.Atoi(f); err == nil {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // close releases the keeper's pidfd once the Cmd is done.
