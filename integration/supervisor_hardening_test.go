@@ -39,7 +39,7 @@ def fill(a):
 def rights(s):
     return [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [s.fileno()]))]
 
-def sendmmsg(fd, data, flags=0):
+def sendmmsg(fd, data, flags=0, to=""):
     libc = ctypes.CDLL(None, use_errno=True)
     class iovec(ctypes.Structure):
         _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
@@ -54,6 +54,9 @@ def sendmmsg(fd, data, flags=0):
     m = mmsghdr()
     m.hdr.iov = ctypes.pointer(iov)
     m.hdr.iovlen = 1
+    if to:
+        sa = ctypes.create_string_buffer(struct.pack("H", socket.AF_UNIX) + to.encode() + b"\0", 110)
+        m.hdr.name, m.hdr.namelen = ctypes.cast(sa, ctypes.c_void_p), 2 + len(to) + 1
     r = libc.sendmmsg(fd, ctypes.byref(m), 1, flags)
     return r, ctypes.get_errno()
 
@@ -71,11 +74,14 @@ if what == "sendmsg-rights":  # fill a socketpair, then pass its peer with SCM_R
     fill(a)
     print("blocking", flush=True)
     a.sendmsg([b"y"], rights(b))
-elif what == "sendmmsg":
-    a, b = socket.socketpair()
-    fill(a)
+elif what == "sendmmsg":  # datagrams to a host socket that never reads
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     print("blocking", flush=True)
-    print(sendmmsg(a.fileno(), b"y"))
+    while True:
+        r = sendmmsg(s.fileno(), b"x" * 4096, 0, path)
+        if r[0] != 1:
+            print("sendmmsg", r)
+            break
 elif what == "sendto-full":  # a host datagram socket that never reads
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     print("blocking", flush=True)
@@ -190,7 +196,7 @@ type emulatedCase struct {
 
 var emulatedCases = []emulatedCase{
 	{what: "sendmsg-rights", blocks: true},
-	{what: "sendmmsg", blocks: true},
+	{what: "sendmmsg", listener: unix.SOCK_DGRAM, blocks: true},
 	{what: "sendto-full", listener: unix.SOCK_DGRAM, blocks: true},
 	{what: "connect-backlog", listener: unix.SOCK_STREAM, blocks: true},
 	{what: "interrupted", want: []string{"handler\ninterrupted\n"}},
