@@ -90,7 +90,7 @@ type Cmd struct {
 	Runner string
 
 	proc     *os.Process
-	state    *os.ProcessState
+	tree     *processTree // the runner's processes (tree_linux.go)
 	nsError  string
 	prep     *preparation
 	ctrl     *os.File
@@ -172,19 +172,26 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	if err != nil {
 		return err
 	}
+	tree := startTree(proc.Pid)
 	facts := newFactLog()
 	var n *notifier
 	// The process that loads the seccomp filter: the runner, or the init of
 	// its pid namespace when it made one.
 	confined := proc.Pid
 	cleanup := func() {
-		proc.Kill()
-		proc.Wait()
+		tree.kill()
+		<-tree.reaped
 		ctrl.Close()
 		if n != nil {
-			n.wait()
+			n.finish(lostRunnerWait)
 		}
 	}
+	// The command may run before "ready" (right after its execve) and
+	// stop or kill the runner's processes: a relay gone before "ready"
+	// must not hold Start either.
+	setupDone := make(chan struct{})
+	defer close(setupDone)
+	tree.abandonSetup(ctrl, setupDone)
 	abort := func(detail string) error {
 		cleanup()
 		return &SetupError{Detail: detail}
@@ -214,8 +221,8 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		fd, err := recvMsg(ctrl, &m)
 		if err != nil {
 			if errors.Is(err, errClosed) {
-				st, _ := proc.Wait()
-				return abort(fmt.Sprintf("the sandbox runner exited before the command started (%v)", st))
+				cleanup()
+				return &SetupError{Detail: fmt.Sprintf("the sandbox runner exited before the command started (%s)", describeStatus(tree.status, tree.statusErr))}
 			}
 			return abort(fmt.Sprintf("control socket: %v", err))
 		}
@@ -225,6 +232,9 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		switch m.Kind {
 		case msgInit:
 			confined = m.Pid
+			tree.setKeeper(m.Pid)
+		case msgKeeper:
+			tree.setKeeper(m.Pid)
 		case msgListener:
 			lfd, err := takeFD(confined, m.FD)
 			if err != nil {
@@ -262,7 +272,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			}
 			return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
 		case msgReady:
-			c.proc, c.ctrl, c.facts, c.notifier = proc, ctrl, facts, n
+			c.proc, c.ctrl, c.facts, c.notifier, c.tree = proc, ctrl, facts, n, tree
 			c.enf = c.assess(m)
 			if m.Layers != nil {
 				c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
@@ -276,48 +286,74 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	}
 }
 
-// monitor collects the runner's exit message and reaps it.
+// monitor collects the runner's exit message and reaps it. No helper of the
+// runner can hold it: a relay that does not end after the status, or a
+// keeper that neither reports nor ends once the relay is gone (stopped,
+// say), is killed with what is left of its tree.
 func (c *Cmd) monitor() {
 	defer close(c.done)
-	for {
-		var m runnerMsg
-		fd, err := recvMsg(c.ctrl, &m)
-		if fd >= 0 {
-			unix.Close(fd)
+	ctrlDone := make(chan struct{})
+	go func() {
+		defer close(ctrlDone)
+		for {
+			var m runnerMsg
+			fd, err := recvMsg(c.ctrl, &m)
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			if err != nil {
+				break
+			}
+			if m.Kind == msgExit {
+				c.exit = &m
+				close(c.exited) // the status stands, whatever teardown remains
+				break
+			}
+			if m.Kind == msgFail {
+				c.lost = &SetupError{Detail: m.Detail}
+			}
 		}
-		if err != nil {
-			break
-		}
-		if m.Kind == msgExit {
-			c.exit = &m
-			close(c.exited) // the status stands, whatever teardown remains
-			break
-		}
-		if m.Kind == msgFail {
-			c.lost = &SetupError{Detail: m.Detail}
+	}()
+	select {
+	case <-ctrlDone:
+	case <-c.tree.reaped:
+		// The relay is gone without the status: its keeper reports, or
+		// kills the tree and ends, at once — unless it cannot (stopped).
+		select {
+		case <-ctrlDone:
+		case <-time.After(lostRunnerWait):
+			c.tree.kill()
 		}
 	}
-	c.state, _ = c.proc.Wait()
+	select {
+	case <-c.tree.reaped:
+	case <-time.After(lostRunnerWait):
+		c.tree.kill() // the relay's work is done
+		<-c.tree.reaped
+	}
+	select {
+	case <-ctrlDone:
+	case <-time.After(lostRunnerWait):
+		// Every helper was killed; a keeper that cannot die yet must not
+		// hold the result.
+		unix.Shutdown(int(c.ctrl.Fd()), unix.SHUT_RDWR)
+		<-ctrlDone
+	}
 	c.ctrl.Close()
 	if c.exit == nil && !c.pidNS {
 		// The runner's relay is gone without the command's status (Kill,
-		// or killed from outside). Its inner keeper kills the tree; should
-		// both have been killed, the orphans went to init: end the
+		// which killed the tree first, or killed from outside). Its inner
+		// keeper kills the tree (or was killed with it, above); should both
+		// have been killed from outside, the orphans went to init: end the
 		// command's session here, and stop waiting for the rest after a
 		// while — whatever escaped by setsid stays confined by Landlock and
 		// the filter, whose notified calls fail once the listener closes.
 		killSession(c.cmdPid)
-		if c.notifier != nil {
-			select {
-			case <-c.notifier.done:
-			case <-time.After(lostRunnerWait):
-				c.notifier.stop()
-			}
-		}
 	}
 	if c.notifier != nil {
-		c.notifier.wait()
+		c.notifier.finish(lostRunnerWait)
 	}
+	c.tree.close()
 }
 
 // lostRunnerWait bounds the wait for a lost runner's processes to go.
@@ -341,21 +377,22 @@ func (c *Cmd) Wait() (*Result, error) {
 			c.waitErr = c.lost
 			return
 		default:
-			var ws syscall.WaitStatus
-			if c.state != nil {
-				ws, _ = c.state.Sys().(syscall.WaitStatus)
-			}
-			if ws.Signaled() {
+			ws, werr := c.tree.status, c.tree.statusErr
+			c.killMu.Lock()
+			killed := c.killed
+			c.killMu.Unlock()
+			switch {
+			case werr == nil && ws.Signaled():
 				r.Signal = ws.Signal()
 				r.ExitCode = 128 + int(r.Signal)
-				c.killMu.Lock()
-				killed := c.killed
-				c.killMu.Unlock()
 				if !killed {
 					r.RunnerLost = fmt.Sprintf("the sandbox runner was killed by %s before the command ended", SignalName(r.Signal))
 				}
-			} else {
-				c.waitErr = fmt.Errorf("sandbox: the runner ended without the command's status (%v)", c.state)
+			case killed:
+				// Kill's SIGKILL reached the tree before the relay's.
+				r.Signal, r.ExitCode = syscall.SIGKILL, 128+int(syscall.SIGKILL)
+			default:
+				c.waitErr = fmt.Errorf("sandbox: the runner ended without the command's status (%s)", describeStatus(ws, werr))
 				return
 			}
 		}
@@ -365,42 +402,31 @@ func (c *Cmd) Wait() (*Result, error) {
 }
 
 // Signal sends sig to the runner, which forwards it to the command's
-// process group.
+// process group (with SIGCONT after a terminating signal, so that a stopped
+// command's trap runs).
 func (c *Cmd) Signal(sig os.Signal) error {
-	if c.proc == nil {
+	if c.proc == nil || c.done == nil {
 		return errors.New("sandbox: not started")
 	}
-	return c.proc.Signal(sig)
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("sandbox: unsupported signal %v", sig)
+	}
+	return c.tree.signal(s)
 }
 
-// Kill ends the command and every process it started, at once. In a pid
-// namespace killing the runner (its init) is enough; otherwise the runner is
-// asked to kill its descendants first, then killed.
+// Kill ends the command and every process it started, at once, by SIGKILL
+// from here: it needs nothing from the runner's processes, which may be
+// stopped (see processTree.kill).
 func (c *Cmd) Kill() error {
-	if c.proc == nil {
+	if c.proc == nil || c.done == nil {
 		return errors.New("sandbox: not started")
 	}
 	c.killMu.Lock()
 	c.killed = true
 	c.killMu.Unlock()
-	if !c.Policy.Mode.Confines() || !c.enfHas(LayerPIDNS) {
-		sendMsg(c.ctrl, runnerMsg{Kind: msgKill}, -1)
-		select {
-		case <-c.done:
-			return nil
-		case <-time.After(killAskGrace):
-		}
-	}
-	return c.proc.Kill()
-}
-
-func (c *Cmd) enfHas(layer string) bool {
-	for _, l := range c.enf.Layers {
-		if l == layer {
-			return true
-		}
-	}
-	return false
+	c.tree.kill()
+	return nil
 }
 
 // Pid is the runner's process id.
@@ -413,10 +439,6 @@ func (c *Cmd) Pid() int {
 
 // selfExe names the running binary, whatever became of its path.
 const selfExe = "/proc/self/exe"
-
-// killAskGrace is how long Kill lets a runner without a pid namespace kill
-// the tree itself before killing the runner.
-const killAskGrace = 2 * time.Second
 
 // spawnRunner re-executes runnerPath as a runner with the command as its
 // argv. No clone flags: the runner creates its namespaces itself, so this is

@@ -34,7 +34,11 @@ func (n *notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		return v
 	}
 	defer unix.Close(sfd)
-	return errnoVerdict(unix.Connect(sfd, &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(pin)}), 0)
+	b, err := n.newBlocking(req, sfd)
+	if err != nil {
+		return errnoVerdict(err, 0)
+	}
+	return errnoVerdict(b.connect(&unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(pin)}), 0)
 }
 
 // sendto decides a sendto() with a destination address (a datagram to a
@@ -63,7 +67,14 @@ func (n *notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		return v
 	}
 	defer unix.Close(sfd)
-	sent, err := unix.SendmsgN(sfd, data, nil, &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(pin)}, int(int32(a[3]))|unix.MSG_NOSIGNAL)
+	b, err := n.newBlocking(req, sfd)
+	if err != nil {
+		return errnoVerdict(err, 0)
+	}
+	to := &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(pin)}
+	sent, err := b.send(int(int32(a[3])), true, func(flags int) (int, error) {
+		return unix.SendmsgN(sfd, data, nil, to, flags)
+	})
 	return errnoVerdict(err, uint64(sent))
 }
 
@@ -167,10 +178,14 @@ func (n *notifier) pending(req *seccomp.Notif) func() bool {
 	return func() bool { return seccomp.Valid(n.fd, req.ID) }
 }
 
-// errnoVerdict answers with err's errno, or success with val.
+// errnoVerdict answers with err's errno, or success with val; an abandoned
+// call gets no answer.
 func errnoVerdict(err error, val uint64) verdict {
 	if err == nil {
 		return verdict{val: val}
+	}
+	if errors.Is(err, errAbandoned) {
+		return verdict{abandon: true}
 	}
 	var e unix.Errno
 	if errors.As(err, &e) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -48,6 +49,13 @@ func newNotifier(fd int, p modes.Policy, facts *factLog) (*notifier, error) {
 	}
 	return &notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: facts, done: make(chan struct{}),
 		stopR: stop[0], stopW: stop[1]}, nil
+}
+
+// stopped reports whether stop was called.
+func (n *notifier) stopped() bool {
+	fds := []unix.PollFd{{Fd: int32(n.stopR), Events: unix.POLLIN}}
+	k, _ := unix.Poll(fds, 0)
+	return k > 0
 }
 
 // stop ends run even while processes still use the filter.
@@ -103,7 +111,17 @@ func (n *notifier) run() {
 	n.conns.Wait()
 }
 
-func (n *notifier) wait() { <-n.done }
+// finish waits for run to end once the sandbox's processes are gone, and
+// stops it after d: a process that still uses the filter then (one that
+// escaped the tree) gets ENOSYS for every notified call — still denied.
+func (n *notifier) finish(d time.Duration) {
+	select {
+	case <-n.done:
+	case <-time.After(d):
+		n.stop()
+		<-n.done
+	}
+}
 
 // verdict is the answer to one notification.
 type verdict struct {
@@ -111,6 +129,8 @@ type verdict struct {
 	errno unix.Errno // else fail with this errno (0: succeed with val)
 	val   uint64
 	fact  *Denial
+	// abandon: give no answer (the call was abandoned, see bounded_linux.go)
+	abandon bool
 }
 
 func allow() verdict { return verdict{cont: true} }
@@ -126,6 +146,8 @@ func (n *notifier) deny(rule seccomp.Rule, errno unix.Errno, path, addr string) 
 func (n *notifier) respond(req *seccomp.Notif, v verdict) {
 	var err error
 	switch {
+	case v.abandon:
+		return
 	case v.cont:
 		err = seccomp.Continue(n.fd, req.ID)
 	case v.errno != 0:
@@ -155,8 +177,9 @@ func (n *notifier) handle(req *seccomp.Notif) {
 	case seccomp.KindSocket:
 		n.respond(req, n.deny(rule, rule.Errno, "", familyName(a[0])))
 	case seccomp.KindConnect, seccomp.KindSendto, seccomp.KindSendmsg:
-		// These may block (a full listen backlog or socket buffer): answer
-		// from a goroutine so other notifications keep flowing.
+		// These may have to wait (a full listen backlog or socket buffer):
+		// answer from a goroutine so other notifications keep flowing. The
+		// wait is bounded (bounded_linux.go), so run's n.conns.Wait is too.
 		n.conns.Add(1)
 		go func() {
 			defer n.conns.Done()
@@ -318,6 +341,8 @@ func ioctlName(req uint64) string {
 		return "TIOCSTI"
 	case unix.TIOCLINUX:
 		return "TIOCLINUX"
+	case seccomp.UserfaultfdIocNew:
+		return "USERFAULTFD_IOC_NEW"
 	}
 	return fmt.Sprintf("%#x", req)
 }

@@ -67,13 +67,13 @@ func sendBytes(f *os.File, b, oob []byte) error {
 // Message kinds sent by the runner.
 const (
 	msgInit     = "init"     // the pid-namespace init's pid, seen from outside
+	msgKeeper   = "keeper"   // the inner keeper's pid (no pid namespace)
 	msgListener = "listener" // the seccomp listener's fd number in the runner
 	msgAck      = "ack"      // supervisor to runner: the listener was taken
 	msgReady    = "ready"    // the command started
 	msgFail     = "fail"     // the sandbox could not be set up; nothing ran
 	msgExecFail = "execfail" // the sandbox was set up but the command's execve failed
 	msgExit     = "exit"     // the command ended
-	msgKill     = "kill"     // supervisor to runner: kill the command's tree now
 )
 
 func envWithout(env []string, name string) []string {

@@ -8,11 +8,12 @@
 // tokens) and, when confining, the seccomp BPF program with the Landlock
 // ruleset fd attached. The runner answers with JSON messages: init (the pid
 // namespace's init pid), listener (its fd number, taken by the supervisor
-// with pidfd_getfd, then "ack"), ready, fail, execfail (the command's
-// execve failed), exit; a fail message carries the errno ("errno", "op") when
-// a call failed, so that running out of resources is told from a host that
-// cannot confine. The command is argv[1..]; the spec's "extra" files are the
-// runner's fds 4.., and the command's 3.. (moved down right before execve).
+// with pidfd_getfd, then "ack"), keeper (the inner keeper's pid, without a
+// pid namespace), ready, fail, execfail (the command's execve failed), exit;
+// a fail message carries the errno ("errno", "op") when a call failed, so
+// that running out of resources is told from a host that cannot confine. The
+// command is argv[1..]; the spec's "extra" files are the runner's fds 4..,
+// and the command's 3.. (moved down right before execve).
 
 
 #define _GNU_SOURCE
@@ -303,6 +304,8 @@ static void kill_tree(void) {
 
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 
+static int terminating(unsigned sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT; }
+
 // supervise is the runner's init loop: forward signals to the command's
 // process group, reap orphans, kill the tree when the command's main process
 // ends (or the supervisor goes away), and report the status.
@@ -315,16 +318,13 @@ static void supervise(int sfd) {
 			break;
 		}
 		if (pfd[1].revents) {
+			// The supervisor sends nothing after "ready" (it kills the tree
+			// itself, see Cmd.Kill): this only watches for it to go.
 			char m[256];
 			ssize_t n = recv_msg(m, sizeof m - 1);
 			if (n <= 0) {
 				kill_tree(); // the supervisor is gone: nothing may outlive it
 				_exit(1);
-			}
-			m[n] = 0;
-			if (strstr(m, "\"kill\"")) {
-				kill(-child, SIGKILL);
-				kill(child, SIGKILL);
 			}
 		}
 		if (pfd[0].revents) {
@@ -336,6 +336,9 @@ static void supervise(int sfd) {
 			}
 			if (si.ssi_signo != SIGCHLD) {
 				if (kill(-child, si.ssi_signo) < 0) kill(child, si.ssi_signo);
+				// A stopped command runs its TERM (INT, HUP, QUIT) trap only
+				// once continued.
+				if (terminating(si.ssi_signo) && kill(-child, SIGCONT) < 0) kill(child, SIGCONT);
 				continue;
 			}
 			for (;;) {
@@ -425,6 +428,9 @@ static void enter_namespaces(int want_net) {
 // its init; an inner keeper kills its tree). If the inner keeper dies
 // instead, its orphans come to the relay (a child subreaper too), which
 // kills them: killing either process never leaves the command running.
+// A child stopped by SIGSTOP (without a pid namespace the command can signal
+// its keeper) is continued at once, so that it goes on forwarding signals,
+// reaping and reporting.
 static void relay(pid_t init, int subreaper) {
 	sigset_t all;
 	sigfillset(&all);
@@ -432,12 +438,23 @@ static void relay(pid_t init, int subreaper) {
 	for (;;) {
 		struct signalfd_siginfo si;
 		int st;
+		pid_t r;
 		if (sfd < 0 || read(sfd, &si, sizeof si) != sizeof si) {
-			if (waitpid(init, &st, 0) == init || errno == ECHILD) break;
+			r = waitpid(init, &st, WUNTRACED);
+			if (r == init && WIFSTOPPED(st)) {
+				kill(init, SIGCONT);
+				continue;
+			}
+			if (r == init || errno == ECHILD) break;
 			continue;
 		}
 		if (si.ssi_signo == SIGCHLD) {
-			if (waitpid(init, &st, WNOHANG) == init) break;
+			r = waitpid(init, &st, WNOHANG | WUNTRACED);
+			if (r == init && WIFSTOPPED(st)) {
+				kill(init, SIGCONT);
+				continue;
+			}
+			if (r == init) break;
 			continue;
 		}
 		kill(init, si.ssi_signo);
@@ -597,6 +614,11 @@ static void runner_main(char **argv) {
 		if (getppid() != outer) _exit(125);
 		if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0) fail("set child subreaper: %s", strerror(errno));
 		sigprocmask(SIG_SETMASK, &prev, NULL);
+		// The supervisor learns the keeper before the command can stop or
+		// kill anything (it may run before "ready").
+		char km[64];
+		snprintf(km, sizeof km, "{\"kind\":\"keeper\",\"pid\":%d}", (int)getpid());
+		if (send_msg(km) < 0) _exit(125);
 	}
 	sigset_t mask, old;
 	sigemptyset(&mask);

@@ -40,7 +40,7 @@ const (
 
 func (n *notifier) sendmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
-	sent, v, ok := n.sendOne(req, rule, int(int32(a[0])), a[1], int(int32(a[2])))
+	sent, v, ok := n.sendOne(req, rule, int(int32(a[0])), a[1], int(int32(a[2])), true)
 	if !ok {
 		return v
 	}
@@ -48,7 +48,8 @@ func (n *notifier) sendmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 }
 
 // sendmmsg sends the vector one message at a time, writing each msg_len back
-// into the target, and returns how many were sent, like the kernel.
+// into the target, and returns how many were sent, like the kernel. Only the
+// first message may wait for room: after it, a full socket ends the call.
 func (n *notifier) sendmmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	vec, vlen, flags := a[1], int(uint32(a[2])), int(int32(a[3]))
@@ -58,7 +59,7 @@ func (n *notifier) sendmmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	done := 0
 	for i := 0; i < vlen; i++ {
 		hdr := vec + uint64(i*mmsghdrSize)
-		sent, v, ok := n.sendOne(req, rule, int(int32(a[0])), hdr, flags)
+		sent, v, ok := n.sendOne(req, rule, int(int32(a[0])), hdr, flags, i == 0)
 		if !ok {
 			if done == 0 {
 				return v
@@ -75,8 +76,9 @@ func (n *notifier) sendmmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	return verdict{val: uint64(done)}
 }
 
-// sendOne performs one struct msghdr at hdr for the target.
-func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hdr uint64, flags int) (int, verdict, bool) {
+// sendOne performs one struct msghdr at hdr for the target; mayWait: see
+// blocking.send.
+func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hdr uint64, flags int, mayWait bool) (int, verdict, bool) {
 	pid := int(req.Pid)
 	h, err := readBytes(pid, hdr, msghdrSize)
 	if err != nil {
@@ -179,15 +181,25 @@ func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 		msg.Control = &oob[0]
 		msg.SetControllen(len(oob))
 	}
-	r, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(sfd), uintptr(unsafe.Pointer(&msg)), uintptr(flags|unix.MSG_NOSIGNAL))
-	if e != 0 {
-		if e == unix.EPIPE && flags&unix.MSG_NOSIGNAL == 0 {
+	b, err := n.newBlocking(req, sfd)
+	if err != nil {
+		return 0, errnoVerdict(err, 0), false
+	}
+	r, err := b.send(flags, mayWait, func(flags int) (int, error) {
+		r, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(sfd), uintptr(unsafe.Pointer(&msg)), uintptr(flags))
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
+	})
+	if err != nil {
+		if err == unix.EPIPE && flags&unix.MSG_NOSIGNAL == 0 {
 			// The kernel would have raised SIGPIPE in the sender.
 			unix.Tgkill(tgid(pid), pid, unix.SIGPIPE)
 		}
-		return 0, verdict{errno: e}, false
+		return 0, errnoVerdict(err, 0), false
 	}
-	return int(r), verdict{}, true
+	return r, verdict{}, true
 }
 
 // cmsg encodes one control message.

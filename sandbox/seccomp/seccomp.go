@@ -80,8 +80,18 @@ var pathCalls = []struct{ op, name string }{
 var nsFlags = []uint64{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC,
 	unix.CLONE_NEWUSER, unix.CLONE_NEWPID, unix.CLONE_NEWNET}
 
-// TIOCSTI and TIOCLINUX inject terminal input / drive the console.
-var ttyIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX}
+// UserfaultfdIocNew is USERFAULTFD_IOC_NEW, _IO(0xAA, 0x00): the ioctl of
+// /dev/userfaultfd (Linux 6.1+) that makes a userfaultfd without the
+// userfaultfd system call.
+const UserfaultfdIocNew = 0xAA00
+
+// The denied ioctl requests: TIOCSTI and TIOCLINUX inject terminal input /
+// drive the console; USERFAULTFD_IOC_NEW is the other door to userfaultfd,
+// which could stall the supervisor's reads of a command's memory (a fault on
+// a registered page waits for the command's handler). The device is 0600
+// root, so a root command could open it: Landlock's IOCTL_DEV (ABI 5) would
+// stop the ioctl, but not on older kernels nor without Landlock.
+var deniedIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX, UserfaultfdIocNew}
 
 // index numbers the four variants of Spec.
 func (s Spec) index() int {
@@ -242,7 +252,7 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 				r.masked(call, act(rule), 0, fl, fl)
 			}
 		case "ioctl":
-			for _, req := range ttyIoctls {
+			for _, req := range deniedIoctls {
 				r.masked(call, act(rule), 1, 0xffffffff, req)
 			}
 		case "open", "openat":

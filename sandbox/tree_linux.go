@@ -1,0 +1,323 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// processTree is the runner's side of a started Cmd: the relay (the runner
+// process, the supervisor's child) and the keeper (the relay's child: the
+// pid namespace's init, or the inner keeper), which keeps the command's tree.
+//
+// Nothing here asks those processes for anything, so none of them can stall
+// the supervisor: a process stopped by SIGSTOP (without a pid namespace the
+// command can signal both) cannot answer, but SIGKILL needs no answer. The
+// supervisor reaps the relay itself and continues it at once when it stops
+// (the relay does the same for the keeper), and kill SIGKILLs the tree from
+// here, the relay last.
+type processTree struct {
+	mu        sync.Mutex // held while signalling the relay; reaping takes it
+	relay     int
+	gone      bool // the relay was reaped: its pid may name another process
+	keeper    int  // pidfd of the keeper, or -1
+	keeperPid int
+	status    unix.WaitStatus // the relay's, once reaped
+	statusErr error
+	reaped    chan struct{}
+}
+
+// startTree takes charge of the relay, the supervisor's child pid, not
+// reaped yet, from its start on: the command may run (and stop its relay)
+// before Start returns.
+func startTree(pid int) *processTree {
+	t := &processTree{relay: pid, keeper: -1, reaped: make(chan struct{})}
+	go t.reap()
+	return t
+}
+
+// setKeeper records the keeper, pid as the relay reported it (init) or as it
+// reported itself (keeper), before the command started. It is the relay's
+// child: checked after pidfd_open while the relay is not reaped (so its pid
+// is its own), the pidfd names that process.
+func (t *processTree) setKeeper(pid int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.gone || t.keeper >= 0 || pid <= 0 {
+		return
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	if p, ok := readProc(pid); !ok || p.ppid != t.relay {
+		unix.Close(fd)
+		return
+	}
+	t.keeper, t.keeperPid = fd, pid
+}
+
+// abandonSetup ends Start's wait for the runner's messages when the relay is
+// gone and no message came for a while (the keeper stopped, say): it shuts
+// down the control socket (through a duplicate, so that it never touches a
+// descriptor Start closed), which Start sees as the runner's exit.
+func (t *processTree) abandonSetup(ctrl *os.File, setupDone <-chan struct{}) {
+	fd, err := unix.FcntlInt(ctrl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	go func() {
+		defer unix.Close(fd)
+		t.abandonWhenLost(fd, setupDone)
+	}()
+}
+
+func (t *processTree) abandonWhenLost(fd int, setupDone <-chan struct{}) {
+	select {
+	case <-setupDone:
+		return
+	case <-t.reaped:
+	}
+	select {
+	case <-setupDone:
+	case <-time.After(lostRunnerWait):
+		unix.Shutdown(fd, unix.SHUT_RDWR)
+	}
+}
+
+// cldStopped is CLD_STOPPED, the si_code of a child stopped by a signal (a
+// ptrace stop is reported to the tracer only).
+const cldStopped = 5
+
+// reap waits for the relay and reaps it, continuing it whenever it stops.
+// The wait does not reap (WNOWAIT); the reaping itself is done under mu, so
+// that signal never sends to a pid that may have been reused.
+func (t *processTree) reap() {
+	defer close(t.reaped)
+	for {
+		var si unix.Siginfo
+		err := unix.Waitid(unix.P_PID, t.relay, &si, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == nil && si.Code == cldStopped {
+			t.signal(syscall.SIGCONT)
+			continue
+		}
+		t.mu.Lock()
+		if err == nil {
+			for {
+				_, err = unix.Wait4(t.relay, &t.status, unix.WNOHANG, nil)
+				if err != unix.EINTR {
+					break
+				}
+			}
+		}
+		t.statusErr, t.gone = err, true
+		t.mu.Unlock()
+		return
+	}
+}
+
+// signal sends sig to the relay, which forwards it; once the relay is gone,
+// straight to the keeper (which forwards it too).
+func (t *processTree) signal(sig syscall.Signal) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.gone {
+		return unix.Kill(t.relay, sig)
+	}
+	if t.keeper >= 0 {
+		return unix.PidfdSendSignal(t.keeper, sig, nil, 0)
+	}
+	return os.ErrProcessDone
+}
+
+// kill SIGKILLs every process of the tree. While the relay lives — stopped
+// or not — every process of the command is its descendant: the relay and an
+// inner keeper are child subreapers, and a pid namespace's init adopts the
+// namespace's orphans. So SIGKILLing the relay's descendants until none is
+// left, then the relay, leaves nothing behind, whatever state the keeper is
+// in. Once the relay is gone the keeper, if still alive, is the root.
+func (t *processTree) kill() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case !t.gone:
+		killSubtree(t.relay, nil)
+		unix.Kill(t.relay, unix.SIGKILL)
+	case t.keeper >= 0 && alive(t.keeper):
+		killSubtree(t.keeperPid, func() bool { return alive(t.keeper) })
+		unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0)
+	}
+}
+
+// killTreeWait bounds kill's rounds: a process in uninterruptible sleep dies
+// only when it wakes (its SIGKILL is pending), and must not hold Kill.
+const killTreeWait = 2 * time.Second
+
+// killSubtree SIGKILLs the live descendants of root, round after round,
+// until none is left or killTreeWait has passed. rootAlive, when not nil,
+// must confirm after each scan that root's pid still names root.
+func killSubtree(root int, rootAlive func() bool) {
+	deadline := time.Now().Add(killTreeWait)
+	for time.Now().Before(deadline) {
+		victims := descendants(root)
+		if len(victims) == 0 || (rootAlive != nil && !rootAlive()) {
+			return
+		}
+		var fds []int
+		for _, p := range victims {
+			if fd := sigkillChecked(p); fd >= 0 {
+				fds = append(fds, fd)
+			}
+		}
+		waitExit(fds, min(100*time.Millisecond, time.Until(deadline)))
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}
+}
+
+// procInfo is what /proc/PID/stat says of a process.
+type procInfo struct {
+	pid, ppid int
+	state     byte
+	start     uint64 // start time, in clock ticks since boot
+}
+
+// readProc reads /proc/pid/stat.
+func readProc(pid int) (procInfo, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procInfo{}, false
+	}
+	// After "(comm)": state ppid pgrp session tty tpgid flags minflt cminflt
+	// majflt cmajflt utime stime cutime cstime priority nice threads
+	// itrealvalue starttime ...
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procInfo{}, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	start, err2 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil {
+		return procInfo{}, false
+	}
+	return procInfo{pid: pid, ppid: ppid, state: f[0][0], start: start}, true
+}
+
+// descendants lists the live (not yet exited) descendants of root.
+func descendants(root int) []procInfo {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]procInfo{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p, ok := readProc(pid); ok {
+			children[p.ppid] = append(children[p.ppid], p)
+		}
+	}
+	var out []procInfo
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			queue = append(queue, c.pid)
+			if c.state != 'Z' && c.state != 'X' {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// sigkillChecked SIGKILLs p through a pidfd, after checking that the pid
+// still names p (same parent, same start time), and returns the pidfd (the
+// caller closes it), or -1.
+func sigkillChecked(p procInfo) int {
+	fd, err := unix.PidfdOpen(p.pid, 0)
+	if err != nil {
+		return -1 // gone (ESRCH)
+	}
+	if q, ok := readProc(p.pid); !ok || q.ppid != p.ppid || q.start != p.start {
+		unix.Close(fd)
+		return -1
+	}
+	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	return fd
+}
+
+// waitExit waits until every pidfd reports its process's exit, or d passed.
+func waitExit(fds []int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for len(fds) > 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		pfds := make([]unix.PollFd, len(fds))
+		for i, fd := range fds {
+			pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		}
+		if _, err := unix.Poll(pfds, int(left/time.Millisecond)+1); err != nil && err != unix.EINTR {
+			return
+		}
+		var rest []int
+		for i, p := range pfds {
+			if p.Revents == 0 {
+				rest = append(rest, fds[i])
+			}
+		}
+		fds = rest
+	}
+}
+
+// alive reports whether the process of pidfd fd has not exited.
+func alive(fd int) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 0)
+	return err == nil && n == 0
+}
+
+// close releases the keeper's pidfd once the Cmd is done.
+func (t *processTree) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.keeper >= 0 {
+		unix.Close(t.keeper)
+		t.keeper = -1
+	}
+}
+
+// describeStatus renders a wait status for an error message.
+func describeStatus(ws unix.WaitStatus, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case ws.Exited():
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	case ws.Signaled():
+		return "signal: " + SignalName(ws.Signal())
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
+}
