@@ -89,7 +89,11 @@ func (prep *preparation) spec(userNS bool, path string) ([]byte, error) {
 	var plan []string
 	if confine && userNS {
 		var err error
-		if plan, err = mountPlan(p); err != nil {
+		var ll landlock.MountAccess
+		if prep.ruleset != nil {
+			ll = landlock.MountAccessOf(prep.abi)
+		}
+		if plan, err = mountPlan(p, ll); err != nil {
 			return nil, err
 		}
 	}
