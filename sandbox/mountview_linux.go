@@ -272,23 +272,7 @@ func mountPoints() ([]string, error) {
 }
 
 // unescapeMountPath decodes the octal escapes (\040 etc.) of mountinfo.
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+func unescapeMountPath(s string) string { return landlock.UnescapeMountPath(s) }
 
 // rootOf returns the writable root containing path, or "".
 func rootOf(roots []string, path string) string {

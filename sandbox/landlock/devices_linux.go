@@ -115,7 +115,7 @@ func deviceMounts() (dev, others []string) {
 		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) {
 			continue
 		}
-		mp, fstype := unescape(fields[4]), fields[sep+1]
+		mp, fstype := UnescapeMountPath(fields[4]), fields[sep+1]
 		isDev := fstype == "devtmpfs" || fstype == "devpts"
 		switch {
 		case modes.Within(mp, "/dev"):
@@ -129,8 +129,8 @@ func deviceMounts() (dev, others []string) {
 	return dev, others
 }
 
-// unescape decodes the octal escapes (\040 etc.) of mountinfo.
-func unescape(s string) string {
+// UnescapeMountPath decodes the octal escapes (\040 etc.) of a mountinfo path.
+func UnescapeMountPath(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
