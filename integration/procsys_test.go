@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"reflect"
 	"strconv"
 	"strings"
@@ -124,6 +125,52 @@ func TestProbeMissingExact(t *testing.T) {
 			}
 			if got := p.Modes[m].Missing; !reflect.DeepEqual(got, w) {
 				t.Errorf("modes[%s].missing = %q, want %q", m, got, w)
+			}
+		}
+	})
+}
+
+// procEntryMode returns the mode of a /proc entry as a fresh procfs instance
+// shows it (a chmod of a proc entry changes it for every instance, while an
+// already cached inode may still show the old mode).
+func procEntryMode(t *testing.T, path string) string {
+	t.Helper()
+	out, err := exec.Command("unshare", "-rmpf", "--mount-proc", "stat", "-c", "%a", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("stat %s in a fresh procfs: %v: %s", path, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestProcEntryModesUnchanged: root in the sandbox (CapEff 0, but the owner
+// of every /proc entry) cannot chmod a global /proc entry, which would change
+// it on the host too. Without a mount view this is part of the reported
+// metadata-writes gap (Landlock does not cover chmod), so only the
+// configurations with one are checked.
+func TestProcEntryModesUnchanged(t *testing.T) {
+	const entry = "/proc/kmsg"
+	if !exists(entry) {
+		t.Skip("no " + entry)
+	}
+	forEachHost(t, func(t *testing.T, h hostConfig, id identity) {
+		if !h.mountView() {
+			t.Skip("no mount view: metadata-writes is reported missing")
+		}
+		before := procEntryMode(t, entry)
+		t.Cleanup(func() {
+			if procEntryMode(t, entry) != before {
+				m, _ := strconv.ParseUint(before, 8, 32)
+				if err := os.Chmod(entry, os.FileMode(m)); err != nil {
+					t.Errorf("restore the mode of %s: %v", entry, err)
+				}
+			}
+		})
+		for _, mode := range confinedModes {
+			ws := id.workspace(t)
+			r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash("chmod 0444 " + entry + "; exit 0"), Dir: ws})
+			requireExit(t, r, 0)
+			if got := procEntryMode(t, entry); got != before {
+				t.Errorf("%s: the mode of %s is %s after the run, want %s: the sandbox changed a global proc entry", mode, entry, got, before)
 			}
 		}
 	})

@@ -168,21 +168,30 @@ func openableDevices() []string {
 	return append(append([]string{}, modes.DeviceSinks()...), "/dev/random", "/dev/urandom", "/dev/tty")
 }
 
-// procGlobals lists the entries of /proc that are not per-process: every
-// directory and file at its top level except the pid directories and the
-// self, thread-self and net links. They are the kernel's global state
-// (sysctls, sysrq-trigger, irq affinities, bus and driver settings) and
-// their proc entries' modes; the mount view binds each read-only. Only
-// /proc/PID (and so /proc/self) stays writable where DAC allows.
+// procGlobals lists the entries of /proc that are not per-process, at its
+// top level (not the pid directories, nor the self, thread-self and net
+// links): the kernel's global state (sysctls, sysrq-trigger, irq affinities,
+// bus and driver settings). The mount view binds each read-only; only
+// /proc/PID (and so /proc/self) stays writable where DAC allows. For root
+// that is every entry: root owns them, and a chmod of a proc entry changes it
+// for every procfs instance, the host's included (chmod 0222
+// /proc/sysrq-trigger would let any host user reboot the machine). Other
+// callers own none, so the directories and the files with a write bit do.
 func procGlobals() []string {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
+	root := os.Geteuid() == 0
 	var out []string
 	for _, e := range ents {
 		if e.Type()&os.ModeSymlink != 0 || isPID(e.Name()) {
 			continue
+		}
+		if !root && !e.IsDir() {
+			if fi, err := e.Info(); err != nil || fi.Mode().Perm()&0o222 == 0 {
+				continue
+			}
 		}
 		out = append(out, "/proc/"+e.Name())
 	}
