@@ -32,7 +32,11 @@ const (
 	// No mount view: Landlock does not cover chmod, chown, utimes and xattr
 	// changes on files outside the writable roots.
 	MissingMetadataWrites = "metadata-writes"
-	// No Landlock: a read-only mount does not stop writes to device nodes.
+	// No Landlock, and no mount view with a fresh /proc: device nodes other
+	// than the sinks can be opened (a read-only mount does not stop writes
+	// to them; the mount view makes every mount nodev, but the host's /proc
+	// reaches host processes' open files, terminals included, through
+	// /proc/PID/fd).
 	MissingDeviceWrites = "device-writes"
 	// No pid namespace: host processes are visible in /proc (e.g. cmdline).
 	MissingProcessVisibility = "process-visibility"
@@ -97,7 +101,7 @@ func assess(m modes.Mode, l layers) Enforcement {
 	pidIsolated := l.ns.PID && l.freshProc
 	miss(!l.mountView && m == modes.WorkspaceWrite, MissingProtectedPaths)
 	miss(!l.mountView, MissingMetadataWrites)
-	miss(l.landlockABI == 0, MissingDeviceWrites)
+	miss(l.landlockABI == 0 && !(l.mountView && pidIsolated), MissingDeviceWrites)
 	miss(!pidIsolated, MissingProcessVisibility)
 	miss(!pidIsolated && l.landlockABI < 6, MissingSignalIsolation)
 	miss(!l.ns.IPC, MissingIPCIsolation)

@@ -13,29 +13,47 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
 // mountPlan returns the runner's mount-view steps for p as spec tokens, in
 // order. Inside the runner's private mount namespace they make every mount
-// read-only except the writable roots; bind the protected paths read-only on
-// top, after pinning their ancestors inside the roots as mount points (a
-// mount point cannot be renamed or removed, so they cannot be moved away and
-// rebuilt); and mount a fresh /proc when the runner is in a new pid
-// namespace. Paths keep their meaning: nothing moves, so the supervisor and
-// the command agree on every path. Each step restricts or is neutral, so a
-// view that fails half-way is never looser than none.
+// read-only and nodev except the writable roots (nodev too); bind the
+// protected paths read-only on top, after pinning their ancestors inside the
+// roots as mount points (a mount point cannot be renamed or removed, so they
+// cannot be moved away and rebuilt); keep only the device sinks, the random
+// devices and /dev/tty openable; mount a fresh devpts instance on /dev/pts
+// (the command's own ptys, none of the host's) with its ptmx bound over
+// /dev/ptmx; mount a fresh /proc when the runner is in a new pid namespace;
+// and bind every global /proc entry (sys, sysrq-trigger, irq, ...) read-only
+// over itself, so only the per-process files stay writable. Paths keep their
+// meaning: nothing moves, so the supervisor and the command agree on every
+// path. Each step restricts or is neutral, so a view that fails half-way is
+// never looser than none.
+//
+// ll, when not zero, is the Landlock access the runner grants on the
+// filesystems it mounts, before restricting itself: the supervisor's ruleset
+// cannot name a superblock that does not exist yet (the host's devpts gets
+// none; Landlock ignores the rules of covered mount points).
 //
 // The plan is computed here, in the supervisor, from its own mount table:
 // the runner's new mount namespace starts as a copy of it.
-func mountPlan(p modes.Policy) ([]string, error) {
+func mountPlan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
 	var t []string
 	mount := func(src, tgt, fstype string, flags uintptr, mode string) {
 		t = append(t, "m", src, tgt, fstype, strconv.FormatUint(uint64(flags), 10), mode)
 	}
 	mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "hard")
 	for _, w := range p.WritableRoots {
+		flags, err := keptFlags(w)
+		if err != nil {
+			return nil, fmt.Errorf("mount view: %s: %w", w, err)
+		}
 		mount(w, w, "", unix.MS_BIND|unix.MS_REC, "hard")
+		// A device node in a writable root (planted by root on the host)
+		// is not one of the sinks: nodev.
+		mount("", w, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NODEV|flags|rdonlyFlag(w), "hard")
 	}
 	var checks []string
 	for _, pp := range p.Protected {
@@ -52,25 +70,77 @@ func mountPlan(p modes.Policy) ([]string, error) {
 			return nil, fmt.Errorf("mount view: %s: %w", pp, err)
 		}
 		mount(pp, pp, "", unix.MS_BIND|unix.MS_REC, "hard")
-		mount("", pp, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, "hard")
+		mount("", pp, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NODEV|flags, "hard")
 		checks = append(checks, pp)
+	}
+	// The devices that stay openable are bound onto themselves before
+	// their mounts become nodev (a bind is a mount of its own), read-only
+	// so that their metadata cannot change.
+	devices := map[string]bool{}
+	for _, d := range openableDevices() {
+		flags, err := keptFlags(d)
+		if err != nil {
+			continue
+		}
+		devices[d] = true
+		mount(d, d, "", unix.MS_BIND, "hard")
+		mount("", d, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|flags, "hard")
 	}
 	points, err := mountPoints()
 	if err != nil {
 		return nil, fmt.Errorf("mount view: %w", err)
 	}
 	for _, m := range points {
-		if modes.Within(m, "/proc") || p.Protects(m) || rootOf(p.WritableRoots, m) != "" {
+		if m == "/proc" || devices[m] || p.Protects(m) {
 			continue
 		}
 		flags, err := keptFlags(m)
 		if err != nil {
 			continue // unreachable for this uid, so unreachable for the command too
 		}
-		t = append(t, "r", m, strconv.FormatUint(uint64(flags), 10))
+		if rootOf(p.WritableRoots, m) != "" {
+			if !isWritableRoot(p, m) {
+				mount("", m, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NODEV|flags|rdonlyFlag(m), "skip")
+			}
+			continue
+		}
+		t = append(t, "r", m, strconv.FormatUint(uint64(flags|unix.MS_NODEV), 10))
 	}
-	// Mounted only when the runner got a pid namespace.
+	// The host's devpts (now nodev) is covered by a fresh instance: the
+	// command sees its own ptys only. Its ptmx replaces /dev/ptmx.
+	if st, err := os.Stat("/dev/pts"); err == nil && st.IsDir() {
+		t = append(t, "md", "devpts", "/dev/pts", "devpts", strconv.FormatUint(unix.MS_NOSUID|unix.MS_NOEXEC, 10), "hard",
+			"newinstance,ptmxmode=0666,mode=0620")
+		ptmx := false
+		if st, err := os.Lstat("/dev/ptmx"); err == nil && st.Mode()&os.ModeSymlink == 0 {
+			mount("/dev/pts/ptmx", "/dev/ptmx", "", unix.MS_BIND, "hard")
+			ptmx = true
+		}
+		// Landlock ignores the rules of covered mount points, so the
+		// host's /dev/ptmx rule does not reach the bind: both get one.
+		if ll.Pty != 0 {
+			t = append(t, "l", "/dev/pts", strconv.FormatUint(ll.Pty, 10))
+			if ptmx {
+				t = append(t, "l", "/dev/ptmx", strconv.FormatUint(ll.Pty&^unix.LANDLOCK_ACCESS_FS_READ_DIR, 10))
+			}
+		}
+	}
+	// Mounted only when the runner got a pid namespace; a new superblock,
+	// so the supervisor's Landlock rule on the host's /proc does not
+	// reach it.
 	mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "proc")
+	if ll.Read != 0 {
+		t = append(t, "l", "/proc", strconv.FormatUint(ll.Read, 10))
+	}
+	procFlags, err := keptFlags("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("mount view: /proc: %w", err)
+	}
+	for _, g := range procGlobals() {
+		mount(g, g, "", unix.MS_BIND|unix.MS_REC, "hard")
+		mount("", g, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|procFlags, "hard")
+		checks = append(checks, g)
+	}
 	if rootOf(p.WritableRoots, "/") == "" {
 		checks = append(checks, "/")
 	}
@@ -78,6 +148,87 @@ func mountPlan(p modes.Policy) ([]string, error) {
 		t = append(t, "ro", c)
 	}
 	return t, nil
+}
+
+func isWritableRoot(p modes.Policy, m string) bool {
+	for _, w := range p.WritableRoots {
+		if w == m {
+			return true
+		}
+	}
+	return false
+}
+
+// openableDevices are the device nodes the mount view keeps openable: the
+// sinks, the random devices and /dev/tty (the controlling terminal, which the
+// command, in a new session, has only if it makes one of its own ptys one).
+// Every other device node, the host's terminals, consoles and input devices
+// included, lies on a nodev mount.
+func openableDevices() []string {
+	return append(append([]string{}, modes.DeviceSinks()...), "/dev/random", "/dev/urandom", "/dev/tty")
+}
+
+// procGlobals lists the entries of /proc that are not per-process, at its
+// top level (not the pid directories, nor the self, thread-self and net
+// links): the kernel's global state (sysctls, sysrq-trigger, irq affinities,
+// bus and driver settings). The mount view binds each read-only; only
+// /proc/PID (and so /proc/self) stays writable where DAC allows. For root
+// that is every entry: root owns them, and a chmod of a proc entry changes it
+// for every procfs instance, the host's included (chmod 0222
+// /proc/sysrq-trigger would let any host user reboot the machine). Other
+// callers own none, so the directories and the files with a write bit do.
+func procGlobals() []string {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	root := os.Geteuid() == 0
+	var out []string
+	for _, e := range ents {
+		if e.Type()&os.ModeSymlink != 0 || isPID(e.Name()) {
+			continue
+		}
+		if !root && !e.IsDir() {
+			if fi, err := e.Info(); err != nil || fi.Mode().Perm()&0o222 == 0 {
+				continue
+			}
+		}
+		out = append(out, "/proc/"+e.Name())
+	}
+	return out
+}
+
+// procGlobal reports whether canonical path p lies in a global /proc entry
+// (see procGlobals): anything under /proc but /proc itself and /proc/PID.
+func procGlobal(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/proc/")
+	if !ok {
+		return false
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	return first != "" && !isPID(first)
+}
+
+func isPID(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// rdonlyFlag returns MS_RDONLY when path lies on a read-only mount (a
+// remount that must not make it writable keeps it).
+func rdonlyFlag(path string) uintptr {
+	var st unix.Statfs_t
+	if unix.Statfs(path, &st) == nil && st.Flags&unix.ST_RDONLY != 0 {
+		return unix.MS_RDONLY
+	}
+	return 0
 }
 
 // keptFlags returns the mount flags of path that a remount must keep (a user
@@ -130,23 +281,7 @@ func mountPoints() ([]string, error) {
 }
 
 // unescapeMountPath decodes the octal escapes (\040 etc.) of mountinfo.
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+func unescapeMountPath(s string) string { return landlock.UnescapeMountPath(s) }
 
 // rootOf returns the writable root containing path, or "".
 func rootOf(roots []string, path string) string {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -21,15 +22,40 @@ type planOp struct {
 	mode             string
 }
 
+type planRule struct {
+	path   string
+	access uint64
+}
+
 func parsePlan(t *testing.T, toks []string) (ops []planOp, checks []string) {
+	ops, checks, _, _ = parsePlanAll(t, toks)
+	return ops, checks
+}
+
+// parsePlanAll also returns the mount data of "md" steps (by target) and the
+// Landlock rules of "l" steps.
+func parsePlanAll(t *testing.T, toks []string) (ops []planOp, checks []string, data map[string]string, rules []planRule) {
+	data = map[string]string{}
 	for i := 0; i < len(toks); i++ {
 		switch toks[i] {
-		case "m":
-			require.Less(t, i+5, len(toks))
+		case "m", "md":
+			md := 0
+			if toks[i] == "md" {
+				md = 1
+			}
+			require.Less(t, i+5+md, len(toks))
 			f, err := strconv.ParseUint(toks[i+4], 10, 64)
 			require.NoError(t, err)
 			ops = append(ops, planOp{toks[i+1], toks[i+2], toks[i+3], f, toks[i+5]})
-			i += 5
+			if md == 1 {
+				data[toks[i+2]] = toks[i+6]
+			}
+			i += 5 + md
+		case "l":
+			a, err := strconv.ParseUint(toks[i+2], 10, 64)
+			require.NoError(t, err)
+			rules = append(rules, planRule{toks[i+1], a})
+			i += 2
 		case "r":
 			f, err := strconv.ParseUint(toks[i+2], 10, 64)
 			require.NoError(t, err)
@@ -42,7 +68,7 @@ func parsePlan(t *testing.T, toks []string) (ops []planOp, checks []string) {
 			t.Fatalf("unknown token %q at %d", toks[i], i)
 		}
 	}
-	return ops, checks
+	return ops, checks, data, rules
 }
 
 func TestMountPlan(t *testing.T) {
@@ -53,7 +79,7 @@ func TestMountPlan(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755))
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
-	toks, err := mountPlan(p)
+	toks, err := mountPlan(p, landlock.MountAccess{})
 	require.NoError(t, err)
 	ops, checks := parsePlan(t, toks)
 
@@ -79,7 +105,14 @@ func TestMountPlan(t *testing.T) {
 
 	var sawRoot, sawProc bool
 	for _, o := range ops {
+		if o.flags&unix.MS_REMOUNT != 0 && o.mode == "skip" && o.flags&unix.MS_RDONLY == 0 {
+			// A mount inside a writable root: only made nodev.
+			assert.NotZero(t, o.flags&unix.MS_NODEV, "%s", o.tgt)
+			assert.NotEmpty(t, rootOf(p.WritableRoots, o.tgt), "%s made nodev only, outside the roots", o.tgt)
+			continue
+		}
 		if o.flags&unix.MS_REMOUNT != 0 && o.mode == "skip" {
+			assert.NotZero(t, o.flags&unix.MS_NODEV, "%s remounted nodev", o.tgt)
 			assert.Zero(t, o.flags&unix.MS_RDONLY^unix.MS_RDONLY, "%s remounted read-only", o.tgt)
 			for _, w := range p.WritableRoots {
 				assert.False(t, modes.Within(o.tgt, w), "%s lies in writable root %s", o.tgt, w)
@@ -106,4 +139,94 @@ func TestSpecTokens(t *testing.T) {
 func TestUnescapeMountPath(t *testing.T) {
 	assert.Equal(t, "/mnt/a b", unescapeMountPath(`/mnt/a\040b`))
 	assert.Equal(t, "/plain", unescapeMountPath("/plain"))
+}
+
+// TestMountPlanDevicesAndProc: the plan keeps only the sinks, the random
+// devices and /dev/tty openable (bound before every other mount becomes
+// nodev), covers the host's devpts with a fresh instance whose ptmx replaces
+// /dev/ptmx, grants Landlock access on what it mounts, and binds every global
+// /proc entry read-only after the fresh /proc, checking each.
+func TestMountPlanDevicesAndProc(t *testing.T) {
+	ws := t.TempDir()
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	require.NoError(t, err)
+	ll := landlock.MountAccessOf(7)
+	toks, err := mountPlan(p, ll)
+	require.NoError(t, err)
+	ops, checks, data, rules := parsePlanAll(t, toks)
+	index := func(match func(planOp) bool) int {
+		for i, o := range ops {
+			if match(o) {
+				return i
+			}
+		}
+		return -1
+	}
+	firstNodev := index(func(o planOp) bool { return o.mode == "skip" && o.flags&unix.MS_RDONLY != 0 })
+	require.Positive(t, firstNodev)
+	assert.NotZero(t, ops[firstNodev].flags&unix.MS_NODEV)
+	for _, d := range openableDevices() {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		bind := index(func(o planOp) bool { return o.src == d && o.tgt == d && o.flags == unix.MS_BIND })
+		require.NotEqual(t, -1, bind, "%s is bound onto itself", d)
+		assert.Less(t, bind, firstNodev, "%s is bound before the mounts become nodev", d)
+		ro := ops[bind+1]
+		assert.Equal(t, d, ro.tgt)
+		assert.NotZero(t, ro.flags&unix.MS_RDONLY, "%s read-only", d)
+		assert.Zero(t, ro.flags&unix.MS_NODEV, "%s stays openable", d)
+	}
+	for _, w := range p.WritableRoots {
+		i := index(func(o planOp) bool { return o.tgt == w && o.flags&unix.MS_REMOUNT != 0 })
+		require.NotEqual(t, -1, i, "writable root %s remounted", w)
+		assert.NotZero(t, ops[i].flags&unix.MS_NODEV, "writable root %s is nodev", w)
+		assert.Zero(t, ops[i].flags&unix.MS_RDONLY&^uint64(rdonlyFlag(w)), "writable root %s stays writable", w)
+	}
+
+	devpts := index(func(o planOp) bool { return o.fstype == "devpts" })
+	require.NotEqual(t, -1, devpts, "a fresh devpts is planned")
+	assert.Equal(t, planOp{"devpts", "/dev/pts", "devpts", unix.MS_NOSUID | unix.MS_NOEXEC, "hard"}, ops[devpts])
+	assert.Contains(t, data["/dev/pts"], "newinstance")
+	assert.Contains(t, data["/dev/pts"], "ptmxmode=0666")
+	hostPts := index(func(o planOp) bool { return o.tgt == "/dev/pts" && o.mode == "skip" })
+	assert.True(t, hostPts >= 0 && hostPts < devpts, "the host's devpts is made nodev before it is covered")
+	assert.Equal(t, planOp{"/dev/pts/ptmx", "/dev/ptmx", "", unix.MS_BIND, "hard"}, ops[devpts+1])
+	assert.Contains(t, rules, planRule{"/dev/pts", ll.Pty})
+	assert.Contains(t, rules, planRule{"/dev/ptmx", ll.Pty &^ unix.LANDLOCK_ACCESS_FS_READ_DIR})
+	assert.Contains(t, rules, planRule{"/proc", ll.Read})
+
+	proc := index(func(o planOp) bool { return o.mode == "proc" })
+	require.Greater(t, proc, devpts)
+	globals := procGlobals()
+	for _, g := range []string{"/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs"} {
+		if _, err := os.Stat(g); err == nil {
+			assert.Contains(t, globals, g)
+		}
+	}
+	for _, g := range globals {
+		assert.True(t, procGlobal(g), g)
+		bind := index(func(o planOp) bool { return o.src == g && o.tgt == g })
+		require.Greater(t, bind, proc, "%s bound after the fresh /proc", g)
+		assert.NotZero(t, ops[bind+1].flags&unix.MS_RDONLY, "%s read-only", g)
+		assert.Contains(t, checks, g)
+	}
+	assert.NotContains(t, globals, "/proc/self")
+	assert.NotContains(t, globals, "/proc/1")
+
+	// Without Landlock, no rules.
+	toks, err = mountPlan(p, landlock.MountAccess{})
+	require.NoError(t, err)
+	_, _, _, rules = parsePlanAll(t, toks)
+	assert.Empty(t, rules)
+}
+
+func TestProcGlobal(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/proc/sys/kernel/core_pattern": true, "/proc/sysrq-trigger": true, "/proc/irq/1/smp_affinity": true,
+		"/proc/kmsg": true, "/proc/12/oom_score_adj": false, "/proc/12/attr/current": false, "/proc": false,
+		"/procfoo/sys": false, "/tmp/proc/sys": false,
+	} {
+		assert.Equal(t, want, procGlobal(p), p)
+	}
 }

@@ -34,6 +34,7 @@ type notifier struct {
 	// every pending and later notified call fail (ENOSYS), still denied.
 	stopMu       sync.Mutex
 	stopR, stopW int // -1 once closed
+	hostPts      hostDevpts
 }
 
 func newNotifier(fd int, p modes.Policy, facts *factLog) (*notifier, error) {
@@ -274,8 +275,16 @@ func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		} else {
 			resolved[i], err = t.resolve(pa.dirfd, p, pa.follow)
 		}
-		if err != nil || modes.Within(resolved[i], "/proc") {
+		if err != nil {
 			return allow() // missing parents, magic links: the kernel decides
+		}
+		if modes.Within(resolved[i], "/proc") {
+			if procGlobal(resolved[i]) {
+				// sysctls, sysrq-trigger, irq affinities: the kernel's
+				// global state (the mount view binds them read-only).
+				return n.deny(rule, errno, resolved[i], "")
+			}
+			return allow() // the command's own /proc/PID files
 		}
 	}
 	if rule.Op == "link" {
@@ -290,7 +299,7 @@ func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		return allow()
 	}
 	for i, p := range resolved {
-		if !n.policy.Writable(p) {
+		if !n.policy.Writable(p) || n.otherTerminal(t, p) {
 			return n.deny(rule, errno, p, "")
 		}
 		// Removing or renaming an ancestor of a protected path would let

@@ -92,7 +92,11 @@ func (prep *preparation) spec(userNS bool, path string, extra int) ([]byte, erro
 	var plan []string
 	if confine && userNS {
 		var err error
-		if plan, err = mountPlan(p); err != nil {
+		var ll landlock.MountAccess
+		if prep.ruleset != nil {
+			ll = landlock.MountAccessOf(prep.abi)
+		}
+		if plan, err = mountPlan(p, ll); err != nil {
 			return nil, err
 		}
 	}

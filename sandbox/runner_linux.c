@@ -52,6 +52,9 @@
 #ifndef SYS_landlock_restrict_self
 #define SYS_landlock_restrict_self 446
 #endif
+#ifndef SYS_landlock_add_rule
+#define SYS_landlock_add_rule 445
+#endif
 #ifndef SYS_io_uring_setup
 #define SYS_io_uring_setup 425
 #endif
@@ -172,18 +175,26 @@ static int read_only(const char *path) {
 	return statvfs(path, &st) == 0 && (st.f_flag & ST_RDONLY);
 }
 
+static int no_dev(const char *path) {
+	struct statvfs st;
+	return statvfs(path, &st) == 0 && (st.f_flag & ST_NODEV);
+}
+
 // apply_mounts runs the supervisor's mount plan. It returns 1 when the view
 // is complete, 0 when some step failed (the reason is recorded; every step is
 // a restriction or neutral, so a partial view is never looser than none).
-static int apply_mounts(int from, int *fresh_proc) {
+static int apply_mounts(int from, int *fresh_proc, int ruleset) {
 	int ok = 1;
 	for (int i = from; i < ntok; i++) {
-		if (strcmp(tok[i], "m") == 0 && i + 5 < ntok) {
+		int md = strcmp(tok[i], "md") == 0;
+		if ((md || strcmp(tok[i], "m") == 0) && i + 5 + md < ntok) {
+			// m SRC TGT FSTYPE FLAGS MODE, md ... DATA
 			const char *src = tok[i + 1], *tgt = tok[i + 2], *fs = tok[i + 3], *mode = tok[i + 5];
+			const char *data = md ? tok[i + 6] : NULL;
 			unsigned long flags = strtoul(tok[i + 4], NULL, 10);
-			i += 5;
+			i += 5 + md;
 			if (strcmp(mode, "proc") == 0 && !ns_pid) continue;
-			if (mount(*src ? src : NULL, tgt, *fs ? fs : NULL, flags, NULL) == 0) {
+			if (mount(*src ? src : NULL, tgt, *fs ? fs : NULL, flags, data) == 0) {
 				if (strcmp(mode, "proc") == 0) *fresh_proc = 1;
 				continue;
 			}
@@ -202,11 +213,26 @@ static int apply_mounts(int from, int *fresh_proc) {
 			const char *tgt = tok[i + 1];
 			unsigned long flags = MS_REMOUNT | MS_BIND | MS_RDONLY | strtoul(tok[i + 2], NULL, 10);
 			i += 2;
-			if (mount(NULL, tgt, NULL, flags, NULL) == 0 || read_only(tgt)) continue;
+			if (mount(NULL, tgt, NULL, flags, NULL) == 0 || (read_only(tgt) && (!(flags & MS_NODEV) || no_dev(tgt)))) continue;
 			int e = errno;
 			if (e == EACCES || e == ENOENT || e == ENOTDIR) continue;
 			add_reason("mount view: read-only %s: %s", tgt, strerror(e));
 			return 0;
+		} else if (strcmp(tok[i], "l") == 0 && i + 2 < ntok) {
+			// l PATH ACCESS: a Landlock rule on a path this view created
+			// (the fresh devpts), added before the runner restricts itself.
+			const char *path = tok[i + 1];
+			unsigned long long access = strtoull(tok[i + 2], NULL, 10);
+			i += 2;
+			if (ruleset < 0) continue;
+			struct landlock_path_beneath {
+				unsigned long long allowed_access;
+				int parent_fd;
+			} __attribute__((packed)) pb = {.allowed_access = access, .parent_fd = open(path, O_PATH | O_CLOEXEC)};
+			if (pb.parent_fd < 0) fail("landlock rule %s: %s", path, strerror(errno));
+			if (syscall(SYS_landlock_add_rule, ruleset, 1 /* LANDLOCK_RULE_PATH_BENEATH */, &pb, 0) < 0)
+				fail("landlock rule %s: %s", path, strerror(errno));
+			close(pb.parent_fd);
 		} else if (strcmp(tok[i], "ro") == 0 && i + 1 < ntok) {
 			i++;
 			if (!read_only(tok[i])) {
@@ -548,7 +574,7 @@ static void runner_main(char **argv) {
 		if (ns_mount) {
 			char cwd[4096];
 			int have_cwd = getcwd(cwd, sizeof cwd) != NULL;
-			mount_view = apply_mounts(ops + 1, &fresh_proc);
+			mount_view = apply_mounts(ops + 1, &fresh_proc, ruleset);
 			// Re-enter the working directory so relative paths use the new mounts.
 			if (have_cwd && chdir(cwd) < 0) fail("chdir %s: %s", cwd, strerror(errno));
 		}

@@ -109,8 +109,10 @@ type Ruleset struct {
 }
 
 // ForABI derives the ruleset enforcing p on a kernel with Landlock ABI v.
-// Filesystem: read and execute everywhere, every right under the writable
-// roots, file rights on the device sinks and terminals. Network (when p
+// Filesystem: read and execute everywhere but on device nodes (see
+// readRules), every right under the writable roots, file rights on the
+// device sinks, /dev/tty and /dev/ptmx, read on the random devices; none on
+// the host's /dev/pts. Network (when p
 // denies it): TCP/UDP ports all denied, pathname unix sockets only under the
 // writable roots, abstract unix sockets scoped. Signals are always scoped.
 func ForABI(p modes.Policy, v int) Ruleset {
@@ -131,15 +133,18 @@ func ForABI(p modes.Policy, v int) Ruleset {
 	if v >= 6 {
 		rs.scoped |= unix.LANDLOCK_SCOPE_SIGNAL
 	}
-	rs.rules = append(rs.rules, rule{"/", fsRead})
+	rs.rules = append(rs.rules, fsRules(p.WritableRoots)...)
 	for _, d := range modes.DeviceSinks() {
 		rs.rules = append(rs.rules, rule{d, fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE})
 	}
-	for _, d := range modes.TerminalDevices() {
-		rs.rules = append(rs.rules, rule{d, (fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE) | unix.LANDLOCK_ACCESS_FS_READ_DIR})
+	for _, d := range randomDevices {
+		rs.rules = append(rs.rules, rule{d, unix.LANDLOCK_ACCESS_FS_READ_FILE})
 	}
-	for _, r := range p.WritableRoots {
-		rs.rules = append(rs.rules, rule{r, fsRead | fsWrite})
+	for _, d := range modes.TerminalDevices() {
+		if d == hostPts {
+			continue // the host's ptys are other terminals; see PtyAccess
+		}
+		rs.rules = append(rs.rules, rule{d, (fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE) | unix.LANDLOCK_ACCESS_FS_READ_DIR})
 	}
 	return rs
 }
