@@ -156,6 +156,9 @@ func (c *Cmd) Start() error {
 	defer prep.close()
 	c.prep = prep
 	if c.git, err = startGitAudit(c.Policy); err != nil {
+		if re := resourceError("audit git", err); re != nil {
+			return re
+		}
 		return &SetupError{Detail: err.Error()}
 	}
 	err = c.startRunner(runnerPath, true)
