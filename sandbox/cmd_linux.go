@@ -96,6 +96,7 @@ type Cmd struct {
 	ctrl     *os.File
 	facts    *factLog
 	notifier *notifier
+	git      []*gitAudit // the git control entries at the start (gitaudit_linux.go)
 	enf      Enforcement
 	done     chan struct{}
 	exited   chan struct{} // closed once the runner reported the command's status
@@ -154,6 +155,12 @@ func (c *Cmd) Start() error {
 	}
 	defer prep.close()
 	c.prep = prep
+	if c.git, err = startGitAudit(c.Policy); err != nil {
+		if re := resourceError("audit git", err); re != nil {
+			return re
+		}
+		return &SetupError{Detail: err.Error()}
+	}
 	err = c.startRunner(runnerPath, true)
 	var se *SetupError
 	if errors.As(err, &se) && strings.HasPrefix(se.Detail, "userns-map:") {
@@ -353,6 +360,8 @@ func (c *Cmd) monitor() {
 	if c.notifier != nil {
 		c.notifier.finish(lostRunnerWait)
 	}
+	// Every process of the command is gone: nothing races the audit.
+	finishGitAudit(c.git, c.facts)
 	c.tree.close()
 }
 

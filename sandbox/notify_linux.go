@@ -298,13 +298,15 @@ func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		}
 		return allow()
 	}
-	for i, p := range resolved {
+	for _, p := range resolved {
 		if !n.policy.Writable(p) || n.otherTerminal(t, p) {
 			return n.deny(rule, errno, p, "")
 		}
 		// Removing or renaming an ancestor of a protected path would let
-		// a command rebuild it elsewhere (the mount view pins these).
-		if (rule.Op == "remove" || (rule.Op == "rename" && i == 0)) && n.pinsProtected(p) {
+		// a command rebuild it elsewhere (the mount view pins these); so
+		// would renaming over one, or exchanging one (RENAME_EXCHANGE):
+		// both names of a rename are checked.
+		if (rule.Op == "remove" || rule.Op == "rename") && n.pinsProtected(p) {
 			return n.deny(rule, unix.EBUSY, p, "")
 		}
 	}

@@ -19,8 +19,14 @@ func DeviceSinks() []string { return []string{"/dev/null", "/dev/zero", "/dev/fu
 func TerminalDevices() []string { return []string{"/dev/tty", "/dev/ptmx", "/dev/pts"} }
 
 // DefaultProtected returns the workspace-relative paths that stay read-only
-// inside the writable roots, whatever Options.Protect adds.
-func DefaultProtected() []string { return []string{".git/hooks", ".git/config"} }
+// inside the writable roots when the workspace is a repository at the start,
+// whatever Options.Protect adds: the control files of its git directory that
+// git executes or follows. The rest of every repository in the workspace (and
+// these, where the workspace is not a repository yet) is covered by the
+// sandbox's post-run git audit.
+func DefaultProtected() []string {
+	return []string{".git/hooks", ".git/config", ".git/config.worktree", ".git/commondir", ".git/objects/info/alternates"}
+}
 
 // Options is what a caller asks for. Derive turns it into a Policy.
 type Options struct {
@@ -246,11 +252,17 @@ func canonicalMaybeMissing(p string) string {
 
 // gitProtected maps a default protected path (".git/hooks") onto the real
 // git directories: a .git file (worktree, submodule) is itself protected and
-// its gitdir and commondir get the same treatment.
+// its gitdir and commondir get the same treatment. Without a .git at the
+// start, nothing.
 func gitProtected(ws, rel string) []string {
 	dotgit := filepath.Join(ws, ".git")
 	st, err := os.Lstat(dotgit)
-	if err != nil || st.IsDir() {
+	if err != nil {
+		// Not a repository yet: `git init` must be able to make one; what
+		// it holds at the end is audited.
+		return nil
+	}
+	if st.IsDir() {
 		p := filepath.Join(ws, rel)
 		return []string{canonicalMaybeMissing(p), canonicalEntry(p)}
 	}
