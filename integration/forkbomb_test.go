@@ -152,7 +152,8 @@ func TestForkBombKilled(t *testing.T) {
 		name string
 		d    *degradation // nil: this host as it is (pid namespace)
 	}
-	configs := []config{{name: "host"}, {name: degradedNoUserNS.name, d: &degradedNoUserNS}, {name: degradedUserNSOnly.name, d: &degradedUserNSOnly}}
+	configs := []config{{name: "host"}, {name: degradedNoUserNS.name, d: &degradedNoUserNS}, {name: degradedUserNSOnly.name, d: &degradedUserNSOnly},
+		{name: degradedDocker.name, d: &degradedDocker}}
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		for _, cf := range configs {
 			t.Run(cf.name, func(t *testing.T) {
