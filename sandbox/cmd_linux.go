@@ -239,9 +239,9 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		switch m.Kind {
 		case msgInit:
 			confined = m.Pid
-			tree.setKeeper(m.Pid)
+			tree.setKeeper(m.Pid, true)
 		case msgKeeper:
-			tree.setKeeper(m.Pid)
+			tree.setKeeper(m.Pid, false)
 		case msgListener:
 			lfd, err := takeFD(confined, m.FD)
 			if err != nil {

@@ -26,7 +26,9 @@ const (
 // Guarantees that a host may be unable to give; they appear in
 // Enforcement.Missing.
 const (
-	// No mount view: protected paths inside the writable roots are guarded
+	// No mount view and no Landlock rules leaving every protected path out
+	// of the writable roots (those are made only without user
+	// notification): protected paths inside the writable roots are guarded
 	// only by the supervisor's (raceable) pre-denial.
 	MissingProtectedPaths = "protected-paths"
 	// No mount view: Landlock does not cover chmod, chown, utimes and xattr
@@ -70,6 +72,7 @@ type layers struct {
 	landlockABI int
 	seccomp     bool
 	notify      bool
+	carved      bool // Landlock leaves every protected path out of the writable roots
 }
 
 // assess turns applied layers into an Enforcement for mode m.
@@ -99,7 +102,7 @@ func assess(m modes.Mode, l layers) Enforcement {
 		}
 	}
 	pidIsolated := l.ns.PID && l.freshProc
-	miss(!l.mountView && m == modes.WorkspaceWrite, MissingProtectedPaths)
+	miss(!l.mountView && !(l.landlockABI > 0 && l.carved) && m == modes.WorkspaceWrite, MissingProtectedPaths)
 	miss(!l.mountView, MissingMetadataWrites)
 	miss(l.landlockABI == 0 && !(l.mountView && pidIsolated), MissingDeviceWrites)
 	miss(!pidIsolated, MissingProcessVisibility)

@@ -32,6 +32,10 @@ func TestAssess(t *testing.T) {
 			[]string{MissingProcessVisibility}},
 		{"no notify", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true}, LevelPartial,
 			[]string{MissingDenialFacts}},
+		{"docker: landlock carves the protected paths", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true, carved: true}, LevelPartial,
+			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation, MissingDenialFacts}},
+		{"docker: a protected path not carved", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true}, LevelPartial,
+			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation, MissingDenialFacts}},
 		{"danger", modes.DangerFullAccess, layers{}, LevelNone, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

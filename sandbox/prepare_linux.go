@@ -26,6 +26,9 @@ type preparation struct {
 	ruleset     *os.File
 	bpf         []byte
 	notify      bool
+	// carved: the ruleset leaves every protected path out of every write
+	// right (landlock.Options.CarveProtected).
+	carved bool
 }
 
 func prepare(p modes.Policy) (*preparation, error) {
@@ -47,11 +50,17 @@ func prepare(p modes.Policy) (*preparation, error) {
 	if abi, err := landlock.ABI(); err != nil {
 		prep.landlockErr = err.Error()
 	} else {
-		rs, err := landlock.ForABI(p, abi).Build()
+		// Without user notification no supervisor pre-denies writes to the
+		// protected paths, and a host without it (Docker's seccomp
+		// profile) has no user namespace for a mount view either: Landlock
+		// leaves them out of the writable roots instead.
+		carve := !prep.notify
+		rs, err := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve}).Build()
 		if err != nil {
 			return nil, err
 		}
 		prep.abi, prep.ruleset = abi, rs
+		prep.carved = carve && len(landlock.Carved(p)) == len(p.Protected)
 	}
 	return prep, nil
 }
@@ -113,6 +122,7 @@ func (c *Cmd) assess(m runnerMsg) Enforcement {
 		}
 		if rl.Landlock {
 			l.landlockABI = c.prep.abi
+			l.carved = c.prep.carved
 		}
 	}
 	e := assess(c.Policy.Mode, l)

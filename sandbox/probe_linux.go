@@ -63,7 +63,8 @@ func Probe(runner, ws string) ProbeReport {
 	} else {
 		r.Landlock = LandlockProbe{ABI: abi, Features: landlock.FeaturesOf(abi).Names()}
 	}
-	r.Seccomp = SeccompProbe{Available: seccomp.Supported(), Notify: seccomp.NotifySupported()}
+	// Notify is what a Cmd gets: the supervisor needs pidfd_getfd too.
+	r.Seccomp = SeccompProbe{Available: seccomp.Supported(), Notify: seccomp.NotifySupported() && pidfdGetfdSupported()}
 	for _, m := range modes.All() {
 		mp := ModeProbe{Layers: []string{}, Missing: []string{}}
 		// It runs only `true`: a broad workspace (the cwd is often / or

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -35,35 +34,27 @@ func cloexecFrom(from int) error {
 	return nil
 }
 
-// childrenOf lists the direct children of this process (all threads).
-func childrenOf() []int {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
-}
-
-// killDescendants SIGKILLs every descendant of a child subreaper (orphans are
-// reparented to it, so repeatedly killing and reaping its children reaches
-// the whole tree) until none is left.
+// killDescendants SIGKILLs every descendant of a child subreaper (orphans
+// are reparented to it, so every process it started, however deep, stays
+// its descendant) and reaps its children, until none is left. Each round
+// SIGKILLs the whole tree it finds, not just the direct children: a process
+// with SIGKILL pending forks no more, so a fork bomb cannot outgrow the
+// rounds. The pids are checked against their parent and start time
+// (sigkillChecked). A round that finds nothing it had not killed before
+// waits for a child to exit.
 func killDescendants() {
-	for i := 0; i < 10000; i++ {
-		kids := childrenOf()
-		for _, k := range kids {
-			unix.Kill(k, unix.SIGKILL)
+	self := os.Getpid()
+	killed := map[[2]uint64]bool{}
+	for {
+		fresh := 0
+		for _, p := range descendants(self) {
+			if fd := sigkillChecked(p); fd >= 0 {
+				unix.Close(fd)
+				if k := [2]uint64{uint64(p.pid), p.start}; !killed[k] {
+					killed[k] = true
+					fresh++
+				}
+			}
 		}
 		reaped := false
 		for {
@@ -72,18 +63,22 @@ func killDescendants() {
 			if err == unix.EINTR {
 				continue
 			}
+			if errors.Is(err, unix.ECHILD) {
+				return
+			}
 			if pid <= 0 || err != nil {
-				if errors.Is(err, unix.ECHILD) && len(kids) == 0 {
-					return
-				}
 				break
 			}
 			reaped = true
 		}
-		if len(kids) == 0 && !reaped {
-			// Children may be mid-exit; block for one.
+		if fresh == 0 && !reaped {
+			// Everything found is dying: wait for one to go.
 			var ws unix.WaitStatus
-			if _, err := unix.Wait4(-1, &ws, 0, nil); errors.Is(err, unix.ECHILD) {
+			_, err := unix.Wait4(-1, &ws, 0, nil)
+			for err == unix.EINTR {
+				_, err = unix.Wait4(-1, &ws, 0, nil)
+			}
+			if errors.Is(err, unix.ECHILD) {
 				return
 			}
 		}

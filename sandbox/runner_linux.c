@@ -289,43 +289,244 @@ static void close_extra(void) {
 // relay is gone, so it kills the tree.
 #define keeper_death_signal (SIGRTMIN + 3)
 
+// proc_stat reads the parent, the state and the start time of pid from
+// /proc/PID/stat; it returns -1 when the process is gone.
+static int proc_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start) {
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0) return -1;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p) return -1;
+	// After "(comm)": state ppid pgrp session tty_nr tpgid flags minflt
+	// cminflt majflt cmajflt utime stime cutime cstime priority nice
+	// num_threads itrealvalue starttime ...
+	int pp;
+	char st;
+	if (sscanf(p + 1, " %c %d", &st, &pp) != 2) return -1;
+	p += 2;
+	for (int field = 0; field < 19 && p; field++) p = strchr(p + 1, ' ');
+	if (!p) return -1;
+	*ppid = pp;
+	*state = st;
+	*start = strtoull(p + 1, NULL, 10);
+	return 0;
+}
+
+// pidlist is a growable array of pids.
+struct pidlist {
+	pid_t *v;
+	size_t n, cap;
+};
+
+static void pl_push(struct pidlist *l, pid_t p) {
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 256;
+		pid_t *v = realloc(l->v, cap * sizeof *v);
+		if (!v) return; // out of memory: this one is found in a later pass
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = p;
+}
+
+// read_children appends the children of every thread of pid to out
+// (/proc/PID/task/TID/children, each read whole with a buffer grown until
+// it holds the list).
+static void read_children(pid_t pid, struct pidlist *out) {
+	static char *buf;
+	static size_t cap;
+	char path[96];
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d) return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+		snprintf(path, sizeof path, "/proc/%d/task/%.16s/children", (int)pid, e->d_name);
+		for (;;) {
+			if (cap == 0) {
+				cap = 64 * 1024;
+				buf = malloc(cap);
+				if (!buf) {
+					cap = 0;
+					break;
+				}
+			}
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0) break;
+			// One read for the whole list: a list read in pieces may skip
+			// entries when children exit in between.
+			ssize_t n = read(fd, buf, cap - 1);
+			close(fd);
+			if (n < 0) break;
+			if ((size_t)n >= cap - 1) {
+				char *b = realloc(buf, 2 * cap);
+				if (!b) break;
+				buf = b;
+				cap *= 2;
+				continue;
+			}
+			buf[n] = 0;
+			for (char *p = buf, *end; *p; p = end) {
+				long k = strtol(p, &end, 10);
+				if (end == p) break;
+				if (k > 0) pl_push(out, (pid_t)k);
+			}
+			break;
+		}
+	}
+	closedir(d);
+}
+
+// killed is the set of processes this kill_tree has SIGKILLed, by pid and
+// start time (open addressing, grown at half load).
+static struct killed_ent {
+	pid_t pid;
+	unsigned long long start;
+} *killed;
+static size_t killed_cap, killed_n;
+
+// mark_killed records (pid, start) and returns 1 if it was new.
+static int mark_killed(pid_t pid, unsigned long long start) {
+	if (2 * (killed_n + 1) > killed_cap) {
+		size_t cap = killed_cap ? 2 * killed_cap : 1024;
+		struct killed_ent *t = calloc(cap, sizeof *t);
+		if (!t) return 1;
+		for (size_t i = 0; i < killed_cap; i++) {
+			if (!killed[i].pid) continue;
+			size_t h = ((size_t)killed[i].pid * 2654435761u) & (cap - 1);
+			while (t[h].pid) h = (h + 1) & (cap - 1);
+			t[h] = killed[i];
+		}
+		free(killed);
+		killed = t;
+		killed_cap = cap;
+	}
+	size_t h = ((size_t)pid * 2654435761u) & (killed_cap - 1);
+	for (; killed[h].pid; h = (h + 1) & (killed_cap - 1))
+		if (killed[h].pid == pid && killed[h].start == start) return 0;
+	killed[h].pid = pid;
+	killed[h].start = start;
+	killed_n++;
+	return 1;
+}
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+// kill_pass SIGKILLs every live descendant it finds, walking the tree down
+// from this process, and returns how many it had not killed before. Each
+// process is SIGKILLed before its children are read: with SIGKILL pending it
+// can fork no more, so every child it will ever have is in the list read
+// after. A pid is killed only through a pidfd, after /proc says its parent
+// is the process whose list named it (or this process, which adopts the
+// orphans of a process that died meanwhile), and a parent's list counts
+// only if the parent's start time is unchanged after it was read: so a pid
+// reused by a process outside the tree is never signalled.
+static size_t kill_pass(void) {
+	struct pidlist kids = {0};
+	struct {
+		pid_t pid;
+		unsigned long long start;
+	} *nodes = NULL;
+	size_t nn = 0, ncap = 0, fresh = 0;
+	pid_t self = getpid();
+	pid_t pp;
+	char st;
+	unsigned long long start;
+	if (proc_stat(self, &pp, &st, &start) < 0) return 0;
+	// nodes[i] is a visited process; queue holds indexes into nodes.
+	ncap = 256;
+	nodes = malloc(ncap * sizeof *nodes);
+	if (!nodes) return 0;
+	nodes[nn].pid = self;
+	nodes[nn++].start = start;
+	for (size_t i = 0; i < nn; i++) {
+		pid_t parent = nodes[i].pid;
+		kids.n = 0;
+		read_children(parent, &kids);
+		if (proc_stat(parent, &pp, &st, &start) < 0 || start != nodes[i].start) continue;
+		for (size_t k = 0; k < kids.n; k++) {
+			pid_t c = kids.v[k];
+			int fd = (int)syscall(SYS_pidfd_open, c, 0);
+			if (fd < 0) continue;
+			unsigned long long cs;
+			if (proc_stat(c, &pp, &st, &cs) < 0 || (pp != parent && pp != self) || st == 'Z' || st == 'X') {
+				close(fd);
+				continue;
+			}
+			syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+			close(fd);
+			if (mark_killed(c, cs)) fresh++;
+			if (nn == ncap) {
+				void *n2 = realloc(nodes, 2 * ncap * sizeof *nodes);
+				if (!n2) continue; // its children are found in a later pass
+				nodes = n2;
+				ncap *= 2;
+			}
+			nodes[nn].pid = c;
+			nodes[nn++].start = cs;
+		}
+	}
+	free(nodes);
+	free(kids.v);
+	return fresh;
+}
+
 // kill_tree kills every process left in the sandbox and reaps it.
 static void kill_tree(void) {
 	if (pid1) {
-		// Inside our pid namespace -1 means "everyone but me".
-		kill(-1, SIGKILL);
-		while (waitpid(-1, NULL, 0) > 0 || errno == EINTR) {
-		}
-		return;
-	}
-	// A child subreaper: orphans are reparented to us, so killing our
-	// children until none is left reaches the whole tree.
-	char path[64], buf[4096];
-	snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
-	for (int round = 0; round < 100000; round++) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC), any = 0;
-		if (fd >= 0) {
-			ssize_t n = read(fd, buf, sizeof buf - 1);
-			close(fd);
-			if (n > 0) {
-				buf[n] = 0;
-				for (char *p = buf, *end; *p; p = end) {
-					long k = strtol(p, &end, 10);
-					if (end == p) break;
-					if (k > 0) {
-						kill((pid_t)k, SIGKILL);
-						any = 1;
-					}
-				}
+		// Inside our pid namespace -1 means "everyone but me", and a
+		// process with SIGKILL pending forks no more; kill until kill(-1)
+		// finds nobody (zombies count), reaping everything in between.
+		for (;;) {
+			int r = kill(-1, SIGKILL);
+			while (waitpid(-1, NULL, 0) > 0 || errno == EINTR) {
 			}
-		}
-		pid_t r = waitpid(-1, NULL, any ? 0 : WNOHANG);
-		if (r < 0 && errno == ECHILD) return;
-		if (r == 0 && !any) {
-			// Children exist but /proc showed none (mid-exit): wait for one.
-			if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) return;
+			// ESRCH: nobody is left. Any other error (EPERM cannot
+			// happen to the init of its own namespace) must not spin.
+			if (r < 0) return;
 		}
 	}
+	// A child subreaper: orphans are reparented to us, so every process of
+	// the command is a descendant. Kill the whole tree, pass after pass,
+	// until a pass finds nothing it had not killed already; reap what
+	// exited; wait for the rest to die; stop when no child is left.
+	for (;;) {
+		size_t fresh = kill_pass();
+		int reaped = 0;
+		for (;;) {
+			pid_t r = waitpid(-1, NULL, WNOHANG);
+			if (r > 0) {
+				reaped = 1;
+				continue;
+			}
+			if (r < 0 && errno == EINTR) continue;
+			if (r < 0 && errno == ECHILD) goto out;
+			break;
+		}
+		if (fresh == 0 && !reaped) {
+			// Everything found is dying: wait for one to go.
+			pid_t r;
+			do {
+				r = waitpid(-1, NULL, 0);
+			} while (r < 0 && errno == EINTR);
+			if (r < 0 && errno == ECHILD) goto out;
+		}
+	}
+out:
+	free(killed);
+	killed = NULL;
+	killed_cap = killed_n = 0;
 }
 
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};

@@ -31,6 +31,7 @@ type processTree struct {
 	gone      bool // the relay was reaped: its pid may name another process
 	keeper    int  // pidfd of the keeper, or -1
 	keeperPid int
+	init      bool            // the keeper is the init of a pid namespace
 	status    unix.WaitStatus // the relay's, once reaped
 	statusErr error
 	reaped    chan struct{}
@@ -48,8 +49,9 @@ func startTree(pid int) *processTree {
 // setKeeper records the keeper, pid as the relay reported it (init) or as it
 // reported itself (keeper), before the command started. It is the relay's
 // child: checked after pidfd_open while the relay is not reaped (so its pid
-// is its own), the pidfd names that process.
-func (t *processTree) setKeeper(pid int) {
+// is its own), the pidfd names that process. init says it is the init of a
+// pid namespace.
+func (t *processTree) setKeeper(pid int, init bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.gone || t.keeper >= 0 || pid <= 0 {
@@ -63,7 +65,7 @@ func (t *processTree) setKeeper(pid int) {
 		unix.Close(fd)
 		return
 	}
-	t.keeper, t.keeperPid = fd, pid
+	t.keeper, t.keeperPid, t.init = fd, pid, init
 }
 
 // abandonSetup ends Start's wait for the runner's messages when the relay is
@@ -148,9 +150,16 @@ func (t *processTree) signal(sig syscall.Signal) error {
 // namespace's orphans. So SIGKILLing the relay's descendants until none is
 // left, then the relay, leaves nothing behind, whatever state the keeper is
 // in. Once the relay is gone the keeper, if still alive, is the root.
+//
+// A pid namespace's init is killed first: the kernel then stops the
+// namespace from forking and kills every process in it at once, however
+// fast a fork bomb there forks; the walk below finds only what is dying.
 func (t *processTree) kill() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.init && t.keeper >= 0 {
+		unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0)
+	}
 	switch {
 	case !t.gone:
 		killSubtree(t.relay, nil)

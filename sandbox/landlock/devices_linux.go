@@ -47,7 +47,17 @@ func MountAccessOf(v int) MountAccess {
 // granted, and ForABI adds the device nodes a command needs. Reads of other
 // terminals, consoles (/dev/tty*, /dev/vcs*, /dev/console), input devices
 // and raw disks are so denied by the kernel.
-func fsRules(roots []string) []rule {
+//
+// The carved paths (protected paths, see Options.CarveProtected) are left
+// out of the writable roots the same way: every entry along the way to
+// each of them is granted, the way itself and the carved path are not. A
+// directory on the way keeps only the read rights of "/", so none of its
+// entries can be created, removed, renamed or replaced, and a new file in
+// it could not be written (its rights would come from that directory):
+// this is what keeps a carved path that does not exist yet from being
+// created, and one that exists from being replaced. The carved path and
+// everything beneath it are read-only.
+func fsRules(roots, carved []string) []rule {
 	out := []rule{{"/", unix.LANDLOCK_ACCESS_FS_READ_DIR}}
 	devMounts, others := deviceMounts()
 	excluded := append([]string{"/dev"}, devMounts...)
@@ -56,7 +66,13 @@ func fsRules(roots []string) []rule {
 		out = append(out, rule{m, fsRead})
 	}
 	for _, r := range roots {
-		grantBeneath(r, excluded, fsRead|fsWrite, &out)
+		var ex []string
+		for _, c := range carved {
+			if c != r && modes.Within(c, r) {
+				ex = append(ex, c)
+			}
+		}
+		grantBeneath(r, append(ex, excluded...), fsRead|fsWrite, &out)
 	}
 	return out
 }

@@ -108,6 +108,35 @@ type Ruleset struct {
 	rules      []rule
 }
 
+// Options change what ForABIWith derives.
+type Options struct {
+	// CarveProtected leaves the policy's protected paths that lie in the
+	// workspace out of every write right (see Carved), for a host where no
+	// other layer protects them. It costs the directories on the way from a
+	// writable root down to each of them (the workspace and .git, say)
+	// every change of their own entries: Landlock rights are hierarchical,
+	// so any write right on such a directory would reach the protected path
+	// beneath it.
+	CarveProtected bool
+}
+
+// Carved returns the protected paths of p that CarveProtected leaves out of
+// every write right: those in the workspace. Others (an executor's spill
+// directory in /tmp) are not carved: /tmp would lose its own entries, and
+// so every temporary file and heredoc.
+func Carved(p modes.Policy) []string {
+	if p.Mode != modes.WorkspaceWrite {
+		return nil
+	}
+	var out []string
+	for _, pp := range p.Protected {
+		if modes.Within(pp, p.Workspace) && pp != p.Workspace {
+			out = append(out, pp)
+		}
+	}
+	return out
+}
+
 // ForABI derives the ruleset enforcing p on a kernel with Landlock ABI v.
 // Filesystem: read and execute everywhere but on device nodes (see
 // readRules), every right under the writable roots, file rights on the
@@ -115,7 +144,10 @@ type Ruleset struct {
 // the host's /dev/pts. Network (when p
 // denies it): TCP/UDP ports all denied, pathname unix sockets only under the
 // writable roots, abstract unix sockets scoped. Signals are always scoped.
-func ForABI(p modes.Policy, v int) Ruleset {
+func ForABI(p modes.Policy, v int) Ruleset { return ForABIWith(p, v, Options{}) }
+
+// ForABIWith is ForABI with options.
+func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 	rs := Ruleset{features: FeaturesOf(v), handledFS: handledFS(v)}
 	if !p.Network {
 		if v >= 4 {
@@ -133,7 +165,11 @@ func ForABI(p modes.Policy, v int) Ruleset {
 	if v >= 6 {
 		rs.scoped |= unix.LANDLOCK_SCOPE_SIGNAL
 	}
-	rs.rules = append(rs.rules, fsRules(p.WritableRoots)...)
+	var carved []string
+	if o.CarveProtected {
+		carved = Carved(p)
+	}
+	rs.rules = append(rs.rules, fsRules(p.WritableRoots, carved)...)
 	for _, d := range modes.DeviceSinks() {
 		rs.rules = append(rs.rules, rule{d, fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE})
 	}

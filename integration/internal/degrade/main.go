@@ -7,6 +7,13 @@
 //	                                     a user namespace can be created, but
 //	                                     unshare of anything else, setns and
 //	                                     mount fail with EPERM
+//	degrade docker PROGRAM [ARG...]      Docker's default seccomp profile
+//	                                     without CAP_SYS_PTRACE: unshare,
+//	                                     setns and mount fail with EPERM (no
+//	                                     user namespace), and so does
+//	                                     pidfd_getfd (no supervisor can take a
+//	                                     seccomp listener: no user
+//	                                     notification)
 package main
 
 import (
@@ -39,13 +46,19 @@ func profiles() map[string][]rule {
 			{name: "setns", errno: unix.EPERM},
 			{name: "mount", errno: unix.EPERM},
 		},
+		"docker": {
+			{name: "unshare", errno: unix.EPERM},
+			{name: "setns", errno: unix.EPERM},
+			{name: "mount", errno: unix.EPERM},
+			{name: "pidfd_getfd", errno: unix.EPERM},
+		},
 	}
 }
 
 func main() {
 	rules, ok := profiles()[arg(1)]
 	if !ok || len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: degrade nolandlock|usernsonly PROGRAM [ARG...]")
+		fmt.Fprintln(os.Stderr, "usage: degrade nolandlock|usernsonly|docker PROGRAM [ARG...]")
 		os.Exit(2)
 	}
 	if err := load(rules); err != nil {

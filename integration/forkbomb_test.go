@@ -1,0 +1,246 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A fork bomb must not outlive its command, however fast it forks, and
+// killing it must not hold the CLI: in every mode, with a pid namespace
+// (the init's kill(-1)) and without one (the keeper, a child subreaper),
+// when the command's main process exits, when the CLI kills the tree after
+// a timeout (Cmd.Kill), and when the CLI itself is SIGKILLed (the runner
+// sees its control socket close).
+//
+// The bomb is bounded three ways, so that the test machine survives a
+// failure: it runs in a pids cgroup of its own (pids.max), it stops forking
+// at bombTarget tasks (leaving the CLI's threads room in the same cgroup),
+// and every process of it exits at a deadline. The cgroup's cgroup.procs is
+// the exact list of what survives.
+
+const (
+	bombPidsMax  = 1000 // the cgroup's cap: the bomb plus the CLI's threads
+	bombTarget   = 600  // the bomb forks while the cgroup has fewer tasks
+	bombGrown    = 300  // the command waits for this many before it acts
+	bombLifetime = 60   // seconds: every bomb process exits after this
+	bombBound    = 15 * time.Second
+)
+
+// bombScript forks as fast as bash can, from every process, until the
+// cgroup ($PC, its pids.current) holds bombTarget tasks, and refills it
+// whenever tasks go; then the main process acts ($ACT): exits, or waits.
+// SIGTERM is ignored, so that only a SIGKILL of the tree ends it.
+const bombScript = `trap '' TERM
+printf -v now '%(%s)T' -1; END=$((now + ` + "LIFE" + `))
+b() { while printf -v n '%(%s)T' -1; [ "$n" -lt "$END" ]; do read c < "$PC"; [ "$c" -lt ` + "TARGET" + ` ] && { b & } ; done; exit 0; }
+b &
+until read c < "$PC" && [ "$c" -ge ` + "GROWN" + ` ]; do printf -v n '%(%s)T' -1; [ "$n" -lt "$END" ] || exit 3; done
+echo grown
+case $ACT in
+exit) exit 0 ;;
+wait) exec sleep 100 ;;
+esac`
+
+func bombCommand() string {
+	return strings.NewReplacer("LIFE", strconv.Itoa(bombLifetime), "TARGET", strconv.Itoa(bombTarget), "GROWN", strconv.Itoa(bombGrown)).Replace(bombScript)
+}
+
+// bombCgroup is a pids cgroup (v1 or v2) made for one test.
+type bombCgroup struct {
+	dir string
+}
+
+func newPidsCgroup(t *testing.T, id identity) *bombCgroup {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a fork bomb runs only under a pids cgroup of its own, which needs a root test process")
+	}
+	var base string
+	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(string(b), "pids") {
+		_ = os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+pids"), 0)
+		base = "/sys/fs/cgroup"
+	} else if fi, err := os.Stat("/sys/fs/cgroup/pids"); err == nil && fi.IsDir() {
+		base = "/sys/fs/cgroup/pids"
+	} else {
+		t.Fatalf("no pids cgroup controller (neither v2 nor v1): the fork bomb test cannot run safely on this machine")
+	}
+	c := &bombCgroup{dir: filepath.Join(base, "dsh-forkbomb-"+nonce())}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		t.Fatalf("pids cgroup: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte(strconv.Itoa(bombPidsMax)), 0); err != nil {
+		os.Remove(c.dir)
+		t.Fatalf("pids cgroup: pids.max: %v", err)
+	}
+	if err := os.Chown(filepath.Join(c.dir, "cgroup.procs"), int(id.uid), int(id.gid)); err != nil {
+		os.Remove(c.dir)
+		t.Fatalf("pids cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		// Whatever survived dies here (the bomb exits by itself anyway).
+		deadline := time.Now().Add(2 * bombLifetime * time.Second)
+		for time.Now().Before(deadline) {
+			procs := c.procs(t)
+			if len(procs) == 0 {
+				break
+			}
+			for _, p := range procs {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		if err := os.Remove(c.dir); err != nil {
+			t.Errorf("pids cgroup %s: %v", c.dir, err)
+		}
+	})
+	return c
+}
+
+func (c *bombCgroup) procs(t *testing.T) []int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
+	if err != nil {
+		t.Fatalf("pids cgroup: %v", err)
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c *bombCgroup) current(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "pids.current"))
+	if err != nil {
+		t.Fatalf("pids cgroup: %v", err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// wrap puts the CLI (and so everything it starts) into the cgroup.
+func (c *bombCgroup) wrap(more []string) []string {
+	w := []string{"sh", "-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(c.dir, "cgroup.procs")}
+	return append(w, more...)
+}
+
+// survivors describes the processes left in the cgroup.
+func (c *bombCgroup) survivors(t *testing.T) string {
+	var b strings.Builder
+	procs := c.procs(t)
+	for i, p := range procs {
+		if i == 10 {
+			fmt.Fprintf(&b, " … (%d in all)", len(procs))
+			break
+		}
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+		fmt.Fprintf(&b, " %d:%q", p, strings.ReplaceAll(string(cmd), "\x00", " "))
+	}
+	return b.String()
+}
+
+func TestForkBombKilled(t *testing.T) {
+	type config struct {
+		name string
+		d    *degradation // nil: this host as it is (pid namespace)
+	}
+	configs := []config{{name: "host"}, {name: degradedNoUserNS.name, d: &degradedNoUserNS}, {name: degradedUserNSOnly.name, d: &degradedUserNSOnly},
+		{name: degradedDocker.name, d: &degradedDocker}}
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, cf := range configs {
+			t.Run(cf.name, func(t *testing.T) {
+				var wrap []string
+				if cf.d != nil {
+					cf.d.need(t, id)
+					wrap = cf.d.wrap()
+				}
+				modes := allModes
+				if cf.d != nil {
+					modes = confinedModes // danger-full-access has no layer to degrade
+				}
+				for _, mode := range modes {
+					for _, how := range []string{"main exits", "timeout", "cli killed"} {
+						if how != "main exits" && mode != "workspace-write" {
+							continue // the kill paths do not depend on the mode
+						}
+						t.Run(mode+"/"+how, func(t *testing.T) { forkBomb(t, id, mode, how, wrap) })
+					}
+				}
+			})
+		}
+	})
+}
+
+func forkBomb(t *testing.T, id identity, mode, how string, wrap []string) {
+	cg := newPidsCgroup(t, id)
+	ws := id.workspace(t)
+	act := "exit"
+	flags := sandboxFlags(mode, ws)
+	if how != "main exits" {
+		act = "wait"
+	}
+	if how == "timeout" {
+		flags = append(flags, "--timeout", "100")
+	}
+	began := time.Now()
+	s := id.start(t, runOpts{
+		Wrap:  cg.wrap(wrap),
+		Flags: flags,
+		Argv:  bash(bombCommand()),
+		Env:   []string{"PC=" + filepath.Join(cg.dir, "pids.current"), "ACT=" + act},
+		Dir:   ws,
+	})
+	if how == "timeout" {
+		// The timeout starts with the command; the bomb grows meanwhile.
+		if err := pollCond(bombBound, func() bool { return cg.current(t) >= bombGrown }); err != nil {
+			t.Fatalf("the bomb never grew to %d tasks: %v", bombGrown, err)
+		}
+	}
+	if how == "cli killed" {
+		if err := waitOutput(s, "grown", bombBound); err != nil {
+			t.Fatal(err)
+		}
+		began = time.Now()
+		if err := s.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := s.wait(t, 2*bombLifetime*time.Second)
+	took := time.Since(began)
+	switch how {
+	case "main exits":
+		requireExit(t, r, 0)
+		if !hasLine(r.Stdout, "grown") {
+			t.Errorf("the bomb never grew to %d tasks", bombGrown)
+		}
+	case "timeout":
+		if r.Exit != 128+int(syscall.SIGKILL) && r.Exit != 128+int(syscall.SIGTERM) {
+			t.Errorf("exit = %d, want the command killed", r.Exit)
+		}
+	case "cli killed":
+		if r.Exit != 137 {
+			t.Errorf("CLI exit = %d, want 137 (it was SIGKILLed)", r.Exit)
+		}
+	}
+	if took > bombBound {
+		t.Errorf("the CLI returned %v after %s, want < %v", took.Round(time.Millisecond), map[bool]string{true: "its start", false: "its SIGKILL"}[how != "cli killed"], bombBound)
+	}
+	if how == "cli killed" {
+		// The runner kills the tree once it sees the CLI gone.
+		if err := pollCond(bombBound-took, func() bool { return len(cg.procs(t)) == 0 }); err != nil {
+			t.Errorf("%v after the CLI's SIGKILL the bomb still runs:%s", bombBound, cg.survivors(t))
+		}
+		return
+	}
+	if n := len(cg.procs(t)); n != 0 {
+		t.Errorf("%d processes of the bomb survived the CLI:%s", n, cg.survivors(t))
+	}
+}
