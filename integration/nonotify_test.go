@@ -122,8 +122,10 @@ func TestNoNotifyProtectedPaths(t *testing.T) {
 	})
 }
 
-// TestNoNotifyMissingProtectedPath: a protected path that does not exist at
-// start cannot be created, nor can a repository be moved into place.
+// TestNoNotifyMissingProtectedPath: in a workspace that is not a repository
+// yet, a hook planted in a new .git, or in a repository moved into place,
+// never stays active (the post-run audit quarantines it) — also without
+// user notification.
 func TestNoNotifyMissingProtectedPath(t *testing.T) {
 	d := degradedDocker
 	for _, c := range []struct{ name, script string }{
@@ -136,8 +138,16 @@ func TestNoNotifyMissingProtectedPath(t *testing.T) {
 				ws := id.workspace(t)
 				id.mkdirAt(t, filepath.Join(ws, "work"))
 				r := id.run(t, runOpts{Wrap: d.wrap(), Flags: sandboxFlags("workspace-write", ws), Argv: bash(c.script), Env: gitEnv, Dir: ws})
-				requireFailed(t, r)
-				requireAbsent(t, filepath.Join(ws, ".git"))
+				// A workspace that is not a repository has no protected git
+				// paths (git init works); the post-run audit quarantines
+				// the planted hook, so no git ever runs it.
+				hook := filepath.Join(ws, ".git/hooks/pre-commit")
+				requireAbsent(t, hook)
+				if exists(filepath.Join(ws, ".git")) {
+					requireDenial(t, r, "workspace-write", "git-control", hook)
+				} else {
+					requireFailed(t, r)
+				}
 			})
 		})
 	}
