@@ -62,13 +62,13 @@ func newNotifier(fd int, p modes.Policy, facts *factLog, relay int, ruleset *os.
 			return nil, fmt.Errorf("notifier: %w", err)
 		}
 	}
-	relayInfo, ok := readProc(relay)
-	if !ok {
+	start, err := procStart(relay)
+	if err != nil {
 		unix.Close(fd)
 		if rs >= 0 {
 			unix.Close(rs)
 		}
-		return nil, fmt.Errorf("notifier: the runner (pid %d) is gone", relay)
+		return nil, fmt.Errorf("notifier: read the runner's start time: %w", err)
 	}
 	var stop [2]int
 	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
@@ -79,7 +79,7 @@ func newNotifier(fd int, p modes.Policy, facts *factLog, relay int, ruleset *os.
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
 	return &notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: facts, done: make(chan struct{}),
-		stopR: stop[0], stopW: stop[1], ruleset: rs, relay: relay, relayStart: relayInfo.start}, nil
+		stopR: stop[0], stopW: stop[1], ruleset: rs, relay: relay, relayStart: start}, nil
 }
 
 // stopped reports whether stop was called.

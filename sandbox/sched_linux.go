@@ -117,18 +117,37 @@ func (n *notifier) inSandbox(id int) bool {
 	return false
 }
 
-// procPgrp reads the process group of pid from /proc/pid/stat.
-func procPgrp(pid int) (int, bool) {
+// procStart reads the start time of pid (clock ticks since boot) from
+// /proc/pid/stat, with the error that prevented it (EMFILE is a resource
+// error for Start).
+func procStart(pid int) (uint64, error) {
+	f, err := statFields(pid)
+	if err != nil {
+		return 0, err
+	}
+	if len(f) < 20 {
+		return 0, unix.EINVAL
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// statFields returns the fields of /proc/pid/stat after "(comm)".
+func statFields(pid int) ([]string, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, false
+		return nil, err
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, false
+		return nil, unix.EINVAL
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
+	return strings.Fields(string(b[i+1:])), nil
+}
+
+// procPgrp reads the process group of pid from /proc/pid/stat.
+func procPgrp(pid int) (int, bool) {
+	f, err := statFields(pid)
+	if err != nil || len(f) < 3 {
 		return 0, false
 	}
 	pg, err := strconv.Atoi(f[2])
