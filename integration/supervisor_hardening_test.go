@@ -26,6 +26,14 @@ import (
 const hangPy = `import array, ctypes, os, signal, socket, struct, sys, threading, time
 what = sys.argv[1]
 path = sys.argv[2] if len(sys.argv) > 2 else ""
+if path.startswith("own-"):
+    # a peer of the command's own that never accepts (stream, backlog 0)
+    # or never reads (datagram): the sandbox reaches only sockets it bound
+    kind, path = path[4:].split(":", 1)
+    peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM if kind == "stream" else socket.SOCK_DGRAM)
+    peer.bind(path)
+    if kind == "stream":
+        peer.listen(0)
 
 def fill(a):
     a.setblocking(False)
@@ -161,34 +169,22 @@ elif what == "wakes":  # a blocked send completes once the peer reads
     print("sent", a.sendmsg([b"y"], rights(b)))
 `
 
-// hostListener makes, in dir (inside the writable roots), a unix socket of the host that never accepts
-// (stream, backlog 0) or never reads (datagram), reachable by any identity.
-func hostListener(t *testing.T, dir string, typ int) string {
-	t.Helper()
-	p := filepath.Join(dir, fmt.Sprintf("host-%d.sock", typ))
-	fd, err := unix.Socket(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: p}); err != nil {
-		t.Fatalf("bind %s: %v", p, err)
-	}
+// peerListener names, for hang.py, a unix socket in dir (inside the
+// writable roots) that the command binds itself and never accepts on
+// (stream, backlog 0) or never reads (datagram): the sandbox reaches only
+// the sockets it bound (a host listener there is denied).
+func peerListener(dir string, typ int) string {
+	kind := "dgram"
 	if typ == unix.SOCK_STREAM {
-		if err := unix.Listen(fd, 0); err != nil {
-			t.Fatal(err)
-		}
+		kind = "stream"
 	}
-	if err := os.Chmod(p, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return fmt.Sprintf("own-%s:%s", kind, filepath.Join(dir, "peer-"+kind+".sock"))
 }
 
 // emulatedCase is one run of hang.py under the executor.
 type emulatedCase struct {
 	what     string
-	listener int // 0, or the socket type of the host listener the case needs
+	listener int // 0, or the socket type of the unresponsive peer the case needs
 	blocks   bool
 	// want lists substrings of stdout for the cases that end by themselves.
 	want []string
@@ -208,8 +204,8 @@ var emulatedCases = []emulatedCase{
 // TestSupervisorEmulatedCallsBounded: connect, sendto, sendmsg and sendmmsg,
 // which the supervisor performs for the command while the network is off,
 // never hold it: a call that cannot complete (a socketpair the command filled
-// itself, a host listener whose backlog is full, a host datagram socket that
-// never reads) is abandoned when the command is killed at its timeout, and
+// itself, a listener whose backlog is full, a datagram socket that never
+// reads) is abandoned when the command is killed at its timeout, and
 // Run returns within the timeout and the grace, with nothing left running. A
 // signal interrupting such a call runs the command's handler. The target's
 // own semantics hold: O_NONBLOCK and MSG_DONTWAIT give EAGAIN at once, its
@@ -233,7 +229,7 @@ func TestSupervisorEmulatedCallsBounded(t *testing.T) {
 				id.writeOwned(t, filepath.Join(cfg.Workspace, "hang.py"), hangPy, 0o644)
 				path := ""
 				if c.listener != 0 {
-					path = hostListener(t, id.mkdirOwned(t, "/tmp", "dsh-it-sock-"), c.listener)
+					path = peerListener(id.mkdirOwned(t, "/tmp", "dsh-it-sock-"), c.listener)
 				}
 				tag := taggedNonce(t)
 				req := harnessproto.Request{Command: fmt.Sprintf("exec python3 hang.py %s %q %s", c.what, path, tag), TimeoutMs: f64(20000),

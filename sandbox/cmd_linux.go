@@ -255,7 +255,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				unix.Close(lfd)
 				return abort(fmt.Sprintf("the runner's fd %d is not a seccomp listener (%q)", m.FD, link))
 			}
-			if n, err = newNotifier(lfd, c.Policy, facts); err != nil {
+			if n, err = newNotifier(lfd, c.Policy, facts, proc.Pid, c.prep.ruleset); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {
 					cleanup()
 					return re

@@ -16,7 +16,8 @@ import (
 )
 
 // connect decides a connect() made while the network is off. Only pathname
-// unix sockets inside the writable roots may be reached, and the supervisor
+// unix sockets inside the writable roots that the sandbox bound may be
+// reached, and the supervisor
 // connects the target's socket itself: it takes a copy of the socket with
 // pidfd_getfd, pins the checked socket file with an O_PATH open that refuses
 // symlinks, and connects through /proc/self/fd. The target's memory is read
@@ -145,6 +146,13 @@ func (n *notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint6
 	if err := unix.Fstat(pin, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		unix.Close(pin)
 		return -1, verdict{errno: unix.ECONNREFUSED}, false
+	}
+	if !n.own.has(&st) {
+		// A socket the sandbox did not bind during this run: a host
+		// listener in a writable root (an ssh-agent under /tmp), under its
+		// own name, a hard link or a renamed one (bind_linux.go).
+		unix.Close(pin)
+		return -1, n.deny(rule, unix.EACCES, canon, ""), false
 	}
 	return pin, verdict{}, true
 }

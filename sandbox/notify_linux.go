@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -35,21 +36,50 @@ type notifier struct {
 	stopMu       sync.Mutex
 	stopR, stopW int // -1 once closed
 	hostPts      hostDevpts
+	// ruleset is the command's Landlock ruleset (-1: none), for the
+	// supervisor's restricted binds (bind_linux.go).
+	ruleset int
+	// relay and relayStart name the runner, whose descendants are the
+	// sandbox's processes (sched_linux.go).
+	relay      int
+	relayStart uint64
+	own        ownSockets // socket files the sandbox bound
 }
 
-func newNotifier(fd int, p modes.Policy, facts *factLog) (*notifier, error) {
+// newNotifier serves listener fd for the sandbox of policy p, whose runner
+// (the relay) is process relay and whose Landlock ruleset, if any, is
+// ruleset (the notifier keeps a duplicate).
+func newNotifier(fd int, p modes.Policy, facts *factLog, relay int, ruleset *os.File) (*notifier, error) {
 	table, err := seccomp.Table(seccomp.Spec{Network: p.Network, Notify: true})
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
+	rs := -1
+	if ruleset != nil {
+		if rs, err = unix.FcntlInt(ruleset.Fd(), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("notifier: %w", err)
+		}
+	}
+	start, err := procStart(relay)
+	if err != nil {
+		unix.Close(fd)
+		if rs >= 0 {
+			unix.Close(rs)
+		}
+		return nil, fmt.Errorf("notifier: read the runner's start time: %w", err)
+	}
 	var stop [2]int
 	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
+		if rs >= 0 {
+			unix.Close(rs)
+		}
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
 	return &notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: facts, done: make(chan struct{}),
-		stopR: stop[0], stopW: stop[1]}, nil
+		stopR: stop[0], stopW: stop[1], ruleset: rs, relay: relay, relayStart: start}, nil
 }
 
 // stopped reports whether stop was called.
@@ -75,6 +105,9 @@ func (n *notifier) run() {
 	defer func() {
 		if n.rootfd >= 0 {
 			unix.Close(n.rootfd)
+		}
+		if n.ruleset >= 0 {
+			unix.Close(n.ruleset)
 		}
 	}()
 	defer func() {
@@ -199,6 +232,10 @@ func (n *notifier) handle(req *seccomp.Notif) {
 		}()
 	case seccomp.KindPath:
 		n.respond(req, n.pathVerdict(req, rule))
+	case seccomp.KindBind:
+		n.respond(req, n.bind(req, rule))
+	case seccomp.KindSched:
+		n.respond(req, n.schedVerdict(req, rule))
 	}
 }
 

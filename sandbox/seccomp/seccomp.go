@@ -32,6 +32,15 @@ const (
 	// KindSendmsg: sendmsg()/sendmmsg(); always emulated (their destination
 	// is out of the filter's sight).
 	KindSendmsg
+	// KindBind: bind(); performed by the supervisor, which denies abstract
+	// unix names a host client could reach and, while the network is off,
+	// learns which socket files the sandbox created.
+	KindBind
+	// KindSched: a call that changes the scheduling, priority, I/O priority
+	// or resource limits of another process (Rule.PidArg names it, or a
+	// process group or user for setpriority/ioprio_set); only routed when
+	// it does not name the caller itself.
+	KindSched
 )
 
 // Rule describes one notified system call.
@@ -40,7 +49,31 @@ type Rule struct {
 	Kind  Kind
 	Op    string     // denial fact op (e.g. "write", "mount")
 	Errno unix.Errno // errno for KindDeny / pre-denials
+	// PidArg is, for KindSched, the argument that names the process (for
+	// setpriority and ioprio_set, the "who" after the "which" argument).
+	PidArg int
 }
+
+// schedCalls change another process's scheduling or limits with only a
+// same-user check: no LSM hook that Landlock implements covers them, so
+// without a pid namespace a command could renice, pin or limit every
+// process of its user. They are routed when their target is not the caller
+// itself (a pid argument other than 0; for setpriority and ioprio_set, a
+// "who" other than 0, or any request for a whole user).
+var schedCalls = []struct {
+	name   string
+	pidArg int
+}{
+	{"setpriority", 1}, {"ioprio_set", 1}, {"prlimit64", 0},
+	{"sched_setaffinity", 0}, {"sched_setscheduler", 0}, {"sched_setparam", 0}, {"sched_setattr", 0},
+}
+
+// Which-values of setpriority (PRIO_USER) and ioprio_set (IOPRIO_WHO_USER)
+// that name every process of a user, "who" 0 being the caller's.
+const (
+	PrioUser      = 2
+	IoprioWhoUser = 3
+)
 
 // Spec selects the filter's variant.
 type Spec struct {
@@ -167,6 +200,18 @@ func table(s Spec) (map[int32]Rule, error) {
 			return nil, err
 		}
 	}
+	for _, c := range schedCalls {
+		if err := add(c.name, Rule{Kind: KindSched, Op: "sched", Errno: unix.EPERM, PidArg: c.pidArg}); err != nil {
+			return nil, err
+		}
+	}
+	if s.Notify {
+		// Without user notification nothing can look at the address:
+		// bind stays the kernel's (see KindBind).
+		if err := add("bind", Rule{Kind: KindBind, Op: "bind", Errno: unix.EACCES}); err != nil {
+			return nil, err
+		}
+	}
 	if !s.Network {
 		if err := add("socket", Rule{Kind: KindSocket, Op: "socket", Errno: unix.EACCES}); err != nil {
 			return nil, err
@@ -273,7 +318,21 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 			// Only sendto with a destination; on a connected socket the
 			// destination was checked at connect.
 			r.notEqual(call, act(rule), 4, 0)
+		case "setpriority", "ioprio_set":
+			// Another process, process group or user ("who" != 0), or
+			// every process of the caller's user.
+			r.notEqual(call, act(rule), uint(rule.PidArg), 0)
+			user := uint64(PrioUser)
+			if rule.Name == "ioprio_set" {
+				user = IoprioWhoUser
+			}
+			r.masked(call, act(rule), 0, 0xffffffff, user)
 		default:
+			if rule.Kind == KindSched {
+				// Another process: the pid argument is not 0.
+				r.notEqual(call, act(rule), uint(rule.PidArg), 0)
+				continue
+			}
 			if rule.Kind == KindPath && !s.Notify {
 				continue
 			}

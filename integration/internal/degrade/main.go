@@ -5,8 +5,9 @@
 //	                                     landlock_* calls fail with ENOSYS
 //	degrade usernsonly PROGRAM [ARG...]  Ubuntu's AppArmor userns restriction:
 //	                                     a user namespace can be created, but
-//	                                     unshare of anything else, setns and
-//	                                     mount fail with EPERM
+//	                                     unshare of any other namespace, setns
+//	                                     and mount fail with EPERM (unshare of
+//	                                     CLONE_FS or CLONE_FILES still works)
 //	degrade docker PROGRAM [ARG...]      Docker's default seccomp profile
 //	                                     without CAP_SYS_PTRACE: unshare,
 //	                                     setns and mount fail with EPERM (no
@@ -26,15 +27,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rule is one syscall to deny, optionally only when arg 0 differs from notArg0.
+// rule is one syscall to deny, optionally only when arg 0 has one of the
+// bits in anyBit0.
 type rule struct {
 	name    string
 	errno   unix.Errno
-	notArg0 *uint64
+	anyBit0 []uint64
 }
 
 func profiles() map[string][]rule {
-	newUser := uint64(unix.CLONE_NEWUSER)
+	otherNS := []uint64{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC,
+		unix.CLONE_NEWPID, unix.CLONE_NEWNET, unix.CLONE_NEWTIME}
 	return map[string][]rule{
 		"nolandlock": {
 			{name: "landlock_create_ruleset", errno: unix.ENOSYS},
@@ -42,7 +45,7 @@ func profiles() map[string][]rule {
 			{name: "landlock_restrict_self", errno: unix.ENOSYS},
 		},
 		"usernsonly": {
-			{name: "unshare", errno: unix.EPERM, notArg0: &newUser},
+			{name: "unshare", errno: unix.EPERM, anyBit0: otherNS},
 			{name: "setns", errno: unix.EPERM},
 			{name: "mount", errno: unix.EPERM},
 		},
@@ -94,12 +97,16 @@ func load(rules []rule) error {
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
 		act := seccomp.ActErrno.SetReturnCode(int16(r.errno))
-		if r.notArg0 == nil {
+		if r.anyBit0 == nil {
 			err = f.AddRule(nr, act)
-		} else {
+		}
+		for _, bit := range r.anyBit0 {
 			var c seccomp.ScmpCondition
-			if c, err = seccomp.MakeCondition(0, seccomp.CompareNotEqual, *r.notArg0); err == nil {
+			if c, err = seccomp.MakeCondition(0, seccomp.CompareMaskedEqual, bit, bit); err == nil {
 				err = f.AddRuleConditional(nr, act, []seccomp.ScmpCondition{c})
+			}
+			if err != nil {
+				break
 			}
 		}
 		if err != nil {
