@@ -3,14 +3,17 @@
 package sandbox
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -183,80 +186,184 @@ func walkGit(rootPath string, visit func(*os.Root, gitControl, gitStamp)) error 
 		return err
 	}
 	defer root.Close()
-	stamp := func(rel string) (gitStamp, bool) {
-		fi, err := root.Lstat(rel)
-		if err != nil {
-			return gitStamp{}, false
-		}
-		s, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			return gitStamp{}, false
-		}
-		return gitStamp{dev: s.Dev, ino: s.Ino, size: uint64(s.Size), mode: s.Mode, mtime: s.Mtim, ctime: s.Ctim}, true
+	top, err := unix.Open(rootPath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: rootPath, Err: err}
 	}
-	entry := func(rel string, kind gitKind) {
-		if st, ok := stamp(rel); ok {
-			visit(root, gitControl{rel: rel, kind: kind}, st)
-		}
-	}
-	stack := []string{"."}
-	for len(stack) > 0 {
-		dir := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		ents, err := readDirIn(root, dir)
-		if err != nil {
-			if dir == "." {
-				return err
-			}
-			continue // unreadable for this uid: unreadable for its git too
-		}
-		types := map[string]fs.FileMode{}
-		for _, e := range ents {
-			types[e.Name()] = e.Type()
-		}
-		_, head := types["HEAD"]
-		_, common := types["commondir"]
-		isDir := func(n string) bool { t, ok := types[n]; return ok && t.IsDir() }
-		if path.Base(dir) == ".git" || head && (common || isDir("objects") && isDir("refs")) {
-			for _, n := range []string{"config", "config.worktree"} {
-				entry(path.Join(dir, n), gitConfig)
-			}
-			entry(path.Join(dir, "commondir"), gitPointer)
-			entry(path.Join(dir, "objects/info/alternates"), gitPointer)
-			hooks := path.Join(dir, "hooks")
-			entry(hooks, gitHooksDir)
-			if isDir("hooks") {
-				if hs, err := readDirIn(root, hooks); err == nil {
-					for _, h := range hs {
-						entry(path.Join(hooks, h.Name()), gitHook)
-					}
-				}
-			}
-			for _, n := range []string{"modules", "worktrees"} {
-				if isDir(n) {
-					stack = append(stack, path.Join(dir, n))
-				}
-			}
-			continue
-		}
-		for _, e := range ents {
-			rel := path.Join(dir, e.Name())
-			switch {
-			case e.Name() == ".git" && !e.IsDir():
-				entry(rel, gitPointer)
-			case e.IsDir():
-				stack = append(stack, rel)
-			}
-		}
-	}
+	w := &gitWalk{root: root, visit: visit, buf: make([]byte, 64<<10)}
+	w.dir(top, ".", 0)
 	return nil
 }
 
-func readDirIn(root *os.Root, dir string) ([]fs.DirEntry, error) {
-	f, err := root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+// gitWalk is one walk of an audited root. Directories are opened relative to
+// their parent's descriptor (openat with O_NOFOLLOW: never through a
+// symlink) and read with getdents64 into one buffer — a few system calls per
+// directory and no allocation but the names — down to openDepth; deeper ones
+// through the os.Root by path, so that a deep tree cannot exhaust
+// descriptors.
+type gitWalk struct {
+	root  *os.Root
+	visit func(*os.Root, gitControl, gitStamp)
+	buf   []byte
+}
+
+const openDepth = 64
+
+// dirent is one directory entry: its name, and whether it is a directory.
+type dirent struct {
+	name  string
+	isDir bool
+}
+
+func (w *gitWalk) stamp(rel string) (gitStamp, bool) {
+	fi, err := w.root.Lstat(rel)
 	if err != nil {
-		return nil, err
+		return gitStamp{}, false
 	}
-	defer f.Close()
-	return f.ReadDir(-1)
+	s, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return gitStamp{}, false
+	}
+	return gitStamp{dev: s.Dev, ino: s.Ino, size: uint64(s.Size), mode: s.Mode, mtime: s.Mtim, ctime: s.Ctim}, true
+}
+
+func (w *gitWalk) entry(rel string, kind gitKind) {
+	if st, ok := w.stamp(rel); ok {
+		w.visit(w.root, gitControl{rel: rel, kind: kind}, st)
+	}
+}
+
+// readDir lists the directory fd (without "." and ".."). Entries of an
+// unknown type (DT_UNKNOWN) are typed with fstatat, never followed.
+func (w *gitWalk) readDir(fd int) ([]dirent, error) {
+	var out []dirent
+	for {
+		n, err := unix.Getdents(fd, w.buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		for b := w.buf[:n]; len(b) >= 19; {
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				break
+			}
+			typ, name := b[18], b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			d := dirent{name: string(name), isDir: typ == unix.DT_DIR}
+			if typ == unix.DT_UNKNOWN {
+				var st unix.Stat_t
+				if unix.Fstatat(fd, d.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+					d.isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
+				}
+			}
+			out = append(out, d)
+		}
+	}
+}
+
+// dir visits the directory fd (rel to the root, at depth) and closes it.
+func (w *gitWalk) dir(fd int, rel string, depth int) {
+	ents, err := w.readDir(fd)
+	if err != nil {
+		unix.Close(fd)
+		return // unreadable for this uid: unreadable for its git too
+	}
+	var head, common, objects, refs, hooks, modules, worktrees bool
+	for _, e := range ents {
+		switch e.name {
+		case "HEAD":
+			head = true
+		case "commondir":
+			common = true
+		case "objects":
+			objects = e.isDir
+		case "refs":
+			refs = e.isDir
+		case "hooks":
+			hooks = e.isDir
+		case "modules":
+			modules = e.isDir
+		case "worktrees":
+			worktrees = e.isDir
+		}
+	}
+	var subdirs []string
+	if path.Base(rel) == ".git" || head && (common || objects && refs) {
+		for _, n := range []string{"config", "config.worktree"} {
+			w.entry(path.Join(rel, n), gitConfig)
+		}
+		w.entry(path.Join(rel, "commondir"), gitPointer)
+		w.entry(path.Join(rel, "objects/info/alternates"), gitPointer)
+		h := path.Join(rel, "hooks")
+		w.entry(h, gitHooksDir)
+		if hooks {
+			if hfd, err := w.open(fd, "hooks", h, depth); err == nil {
+				hs, _ := w.readDir(hfd)
+				unix.Close(hfd)
+				for _, e := range hs {
+					w.entry(path.Join(h, e.name), gitHook)
+				}
+			}
+		}
+		if modules {
+			subdirs = append(subdirs, "modules")
+		}
+		if worktrees {
+			subdirs = append(subdirs, "worktrees")
+		}
+	} else {
+		for _, e := range ents {
+			switch {
+			case e.name == ".git" && !e.isDir:
+				w.entry(path.Join(rel, e.name), gitPointer)
+			case e.isDir:
+				subdirs = append(subdirs, e.name)
+			}
+		}
+	}
+	if depth >= openDepth {
+		unix.Close(fd) // hold no descriptor while descending further
+		fd = -1
+	}
+	for _, name := range subdirs {
+		childRel := path.Join(rel, name)
+		if cfd, err := w.open(fd, name, childRel, depth); err == nil {
+			w.dir(cfd, childRel, depth+1)
+		}
+	}
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+}
+
+// open opens the subdirectory name of the directory parent (rel from the
+// root), never through a symlink: relative to parent, or, beyond openDepth
+// (parent -1), through the os.Root.
+func (w *gitWalk) open(parent int, name, rel string, depth int) (int, error) {
+	if parent < 0 || depth >= openDepth {
+		f, err := w.root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			return -1, err
+		}
+		defer f.Close()
+		return unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	}
+	for {
+		fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
 }
