@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,102 +49,6 @@ func bombCommand() string {
 	return strings.NewReplacer("LIFE", strconv.Itoa(bombLifetime), "TARGET", strconv.Itoa(bombTarget), "GROWN", strconv.Itoa(bombGrown)).Replace(bombScript)
 }
 
-// bombCgroup is a pids cgroup (v1 or v2) made for one test.
-type bombCgroup struct {
-	dir string
-}
-
-func newPidsCgroup(t *testing.T, id identity) *bombCgroup {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("a fork bomb runs only under a pids cgroup of its own, which needs a root test process")
-	}
-	var base string
-	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(string(b), "pids") {
-		_ = os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+pids"), 0)
-		base = "/sys/fs/cgroup"
-	} else if fi, err := os.Stat("/sys/fs/cgroup/pids"); err == nil && fi.IsDir() {
-		base = "/sys/fs/cgroup/pids"
-	} else {
-		t.Fatalf("no pids cgroup controller (neither v2 nor v1): the fork bomb test cannot run safely on this machine")
-	}
-	c := &bombCgroup{dir: filepath.Join(base, "dsh-forkbomb-"+nonce())}
-	if err := os.Mkdir(c.dir, 0o755); err != nil {
-		t.Fatalf("pids cgroup: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte(strconv.Itoa(bombPidsMax)), 0); err != nil {
-		os.Remove(c.dir)
-		t.Fatalf("pids cgroup: pids.max: %v", err)
-	}
-	if err := os.Chown(filepath.Join(c.dir, "cgroup.procs"), int(id.uid), int(id.gid)); err != nil {
-		os.Remove(c.dir)
-		t.Fatalf("pids cgroup: %v", err)
-	}
-	t.Cleanup(func() {
-		// Whatever survived dies here (the bomb exits by itself anyway).
-		deadline := time.Now().Add(2 * bombLifetime * time.Second)
-		for time.Now().Before(deadline) {
-			procs := c.procs(t)
-			if len(procs) == 0 {
-				break
-			}
-			for _, p := range procs {
-				syscall.Kill(p, syscall.SIGKILL)
-			}
-		}
-		if err := os.Remove(c.dir); err != nil {
-			t.Errorf("pids cgroup %s: %v", c.dir, err)
-		}
-	})
-	return c
-}
-
-func (c *bombCgroup) procs(t *testing.T) []int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
-	if err != nil {
-		t.Fatalf("pids cgroup: %v", err)
-	}
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if p, err := strconv.Atoi(f); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func (c *bombCgroup) current(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(c.dir, "pids.current"))
-	if err != nil {
-		t.Fatalf("pids cgroup: %v", err)
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return n
-}
-
-// wrap puts the CLI (and so everything it starts) into the cgroup.
-func (c *bombCgroup) wrap(more []string) []string {
-	w := []string{"sh", "-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(c.dir, "cgroup.procs")}
-	return append(w, more...)
-}
-
-// survivors describes the processes left in the cgroup.
-func (c *bombCgroup) survivors(t *testing.T) string {
-	var b strings.Builder
-	procs := c.procs(t)
-	for i, p := range procs {
-		if i == 10 {
-			fmt.Fprintf(&b, " … (%d in all)", len(procs))
-			break
-		}
-		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
-		fmt.Fprintf(&b, " %d:%q", p, strings.ReplaceAll(string(cmd), "\x00", " "))
-	}
-	return b.String()
-}
-
 func TestForkBombKilled(t *testing.T) {
 	type config struct {
 		name string
@@ -180,7 +82,7 @@ func TestForkBombKilled(t *testing.T) {
 }
 
 func forkBomb(t *testing.T, id identity, mode, how string, wrap []string) {
-	cg := newPidsCgroup(t, id)
+	cg := newPidsCgroup(t, id, bombPidsMax)
 	ws := id.workspace(t)
 	act := "exit"
 	flags := sandboxFlags(mode, ws)

@@ -1,0 +1,110 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pidsCgroup is a pids cgroup (v1 or v2) made for one test, limited to max
+// tasks; its cgroup.procs belongs to the identity, so a wrapper running as the
+// identity can move itself in (wrap).
+type pidsCgroup struct {
+	dir string
+}
+
+func newPidsCgroup(t *testing.T, id identity, max int) *pidsCgroup {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("!!! a pids cgroup of its own needs a root test process: test NOT RUN")
+	}
+	var base string
+	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(string(b), "pids") {
+		_ = os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte("+pids"), 0)
+		base = "/sys/fs/cgroup"
+	} else if fi, err := os.Stat("/sys/fs/cgroup/pids"); err == nil && fi.IsDir() {
+		base = "/sys/fs/cgroup/pids"
+	} else {
+		t.Fatalf("no pids cgroup controller (neither v2 nor v1): this test cannot run safely on this machine")
+	}
+	c := &pidsCgroup{dir: filepath.Join(base, "dsh-it-pids-"+nonce())}
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		t.Fatalf("pids cgroup: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
+		os.Remove(c.dir)
+		t.Fatalf("pids cgroup: pids.max: %v", err)
+	}
+	if err := os.Chown(filepath.Join(c.dir, "cgroup.procs"), int(id.uid), int(id.gid)); err != nil {
+		os.Remove(c.dir)
+		t.Fatalf("pids cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		// Whatever survived dies here.
+		deadline := time.Now().Add(2 * time.Minute)
+		for time.Now().Before(deadline) {
+			procs := c.procs(t)
+			if len(procs) == 0 {
+				break
+			}
+			for _, p := range procs {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		if err := os.Remove(c.dir); err != nil {
+			t.Errorf("pids cgroup %s: %v", c.dir, err)
+		}
+	})
+	return c
+}
+
+func (c *pidsCgroup) procs(t *testing.T) []int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
+	if err != nil {
+		t.Fatalf("pids cgroup: %v", err)
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c *pidsCgroup) current(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.dir, "pids.current"))
+	if err != nil {
+		t.Fatalf("pids cgroup: %v", err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// wrap puts the CLI (and so everything it starts) into the cgroup.
+func (c *pidsCgroup) wrap(more []string) []string {
+	w := []string{"sh", "-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(c.dir, "cgroup.procs")}
+	return append(w, more...)
+}
+
+// survivors describes the processes left in the cgroup.
+func (c *pidsCgroup) survivors(t *testing.T) string {
+	var b strings.Builder
+	procs := c.procs(t)
+	for i, p := range procs {
+		if i == 10 {
+			fmt.Fprintf(&b, " … (%d in all)", len(procs))
+			break
+		}
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+		fmt.Fprintf(&b, " %d:%q", p, strings.ReplaceAll(string(cmd), "\x00", " "))
+	}
+	return b.String()
+}
