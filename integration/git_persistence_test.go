@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The git persistence cases: the command plants something the host's own git
@@ -233,4 +234,55 @@ func TestGitAuditReportsQuarantine(t *testing.T) {
 		requireAbsent(t, hook)
 		requireContent(t, hook+".dsh-quarantined", "#!/bin/sh\n")
 	})
+}
+
+// TestGitAuditLeavesHostEditsOfProtectedFiles: where the kernel keeps the
+// workspace repository's control files read-only for the whole run (a mount
+// view, or the Landlock carve-out without user notification), a change found
+// there afterwards is the user's own — made on the host while the command
+// ran — and the audit leaves it alone.
+func TestGitAuditLeavesHostEditsOfProtectedFiles(t *testing.T) {
+	for _, d := range []*degradation{nil, &degradedDocker} {
+		name := "host"
+		if d != nil {
+			name = d.name
+		}
+		t.Run(name, func(t *testing.T) {
+			forEachIdentity(t, func(t *testing.T, id identity) {
+				var wrap []string
+				if d != nil {
+					d.need(t, id)
+					wrap = d.wrap()
+				} else {
+					requireLandlock(t)
+				}
+				ws := gitRepo(t, id)
+				sync := filepath.Join(ws, "sync")
+				id.mkdirAt(t, sync)
+				s := id.start(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Dir: ws, Env: gitEnv,
+					Argv: bash(`echo > sync/started; while [ ! -e sync/go ]; do sleep 0.02; done`)})
+				if err := pollCond(20*time.Second, func() bool { return exists(filepath.Join(sync, "started")) }); err != nil {
+					t.Fatalf("the command did not start: %v", err)
+				}
+				config := filepath.Join(ws, ".git/config")
+				f, err := os.OpenFile(config, os.O_WRONLY|os.O_APPEND, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = f.WriteString("[alias]\n\tst = status\n")
+				f.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				id.writeOwned(t, filepath.Join(sync, "go"), "", 0o644)
+				r := s.wait(t, 30*time.Second)
+				requireExit(t, r, 0)
+				requireNoDenials(t, r)
+				if !strings.Contains(readFile(t, config), "st = status") {
+					t.Errorf("the host's edit of .git/config is gone: %q", readFile(t, config))
+				}
+				requireAbsent(t, config+".dsh-quarantined")
+			})
+		})
+	}
 }

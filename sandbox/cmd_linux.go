@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -361,7 +362,7 @@ func (c *Cmd) monitor() {
 		c.notifier.finish(lostRunnerWait)
 	}
 	// Every process of the command is gone: nothing races the audit.
-	finishGitAudit(c.git, c.facts)
+	finishGitAudit(c.git, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
 	c.tree.close()
 }
 

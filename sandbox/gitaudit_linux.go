@@ -57,6 +57,12 @@ type gitStamp struct {
 type gitAudit struct {
 	root   string
 	before map[string]gitStamp
+	// held are the protected paths in root that existed at the start as
+	// files or directories (not symlinks): with a mount view (or a
+	// carved Landlock ruleset) the kernel kept them read-only, so nothing
+	// of the command changed them, and a change found there is the host's
+	// own (the user's git, during the run) — not quarantined.
+	held []string
 }
 
 // auditedRoots are the roots whose repositories the audit covers: the
@@ -89,6 +95,11 @@ func startGitAudit(p modes.Policy) ([]*gitAudit, error) {
 	var out []*gitAudit
 	for _, r := range auditedRoots(p) {
 		a := &gitAudit{root: r, before: map[string]gitStamp{}}
+		for _, pp := range p.Protected {
+			if fi, err := os.Lstat(pp); err == nil && fi.Mode()&os.ModeSymlink == 0 && modes.Within(pp, r) {
+				a.held = append(a.held, pp)
+			}
+		}
 		err := walkGit(r, func(root *os.Root, c gitControl, st gitStamp) {
 			a.before[c.rel] = st
 		})
@@ -101,12 +112,16 @@ func startGitAudit(p modes.Policy) ([]*gitAudit, error) {
 }
 
 // finishGitAudit neutralizes what changed. Every process of the command must
-// be gone.
-func finishGitAudit(audits []*gitAudit, facts *factLog) {
+// be gone. kernelHeld says the protected paths were read-only in the kernel
+// for the whole run (a complete mount view, or a carved Landlock ruleset).
+func finishGitAudit(audits []*gitAudit, facts *factLog, kernelHeld bool) {
 	for _, a := range audits {
 		var bad []gitControl
 		err := walkGit(a.root, func(root *os.Root, c gitControl, st gitStamp) {
 			if old, ok := a.before[c.rel]; ok && old == st {
+				return
+			}
+			if kernelHeld && a.holds(filepath.Join(a.root, c.rel)) {
 				return
 			}
 			if !gitInert(root, c, st) {
@@ -128,6 +143,17 @@ func finishGitAudit(audits []*gitAudit, facts *factLog) {
 		}
 		root.Close()
 	}
+}
+
+// holds reports whether path lies in a protected path that existed at the
+// start.
+func (a *gitAudit) holds(path string) bool {
+	for _, h := range a.held {
+		if modes.Within(path, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // quarantine renames rel aside, or removes it when it cannot be renamed,
