@@ -98,6 +98,7 @@ type Cmd struct {
 	facts    *factLog
 	notifier *notifier
 	git      []*gitAudit // the git control entries at the start (gitaudit_linux.go)
+	noAudit  bool        // the probe's `true` changes nothing: no git audit
 	enf      Enforcement
 	done     chan struct{}
 	exited   chan struct{} // closed once the runner reported the command's status
@@ -156,7 +157,9 @@ func (c *Cmd) Start() error {
 	}
 	defer prep.close()
 	c.prep = prep
-	if c.git, err = startGitAudit(c.Policy); err != nil {
+	if c.noAudit {
+		c.git = nil
+	} else if c.git, err = startGitAudit(c.Policy); err != nil {
 		if re := resourceError("audit git", err); re != nil {
 			return re
 		}
