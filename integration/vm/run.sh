@@ -105,6 +105,8 @@ trap finish EXIT
 ip link set lo up 2>/dev/null
 hostname dsh-vm
 echo "vm-guest: up after \$(cut -d' ' -f1 /proc/uptime) s; kernel \$(uname -r)" | tee /results/boot.txt
+# the probe takes its working directory as the workspace (and audits the .git under it): not /
+mkdir -p /tmp/probe && chmod 0777 /tmp/probe && cd /tmp/probe || exit
 {
   # bounded: SIGQUIT after 60 s makes a stuck Go process print its goroutines
   echo "== dsh-sandbox-run --probe (root)"
