@@ -152,5 +152,8 @@ echo "==== go test output ($run/go-test.txt)"
 cat "$run/go-test.txt"
 if [ ! -f "$run/go-test.rc" ]; then die "go test did not finish in the VM"; fi
 grc="$(cat "$run/go-test.rc")"
+echo "==== summary (top-level tests and their identities)"
+grep -E '^(--- |    --- )(PASS|FAIL|SKIP)' "$run/go-test.txt" || true
+grep -h '^vm-guest:' "$run/console.txt" | tr -d '\r' || true
 log "kernel $kver: go test exited $grc; $(grep -c '^--- FAIL' "$run/go-test.txt" || true) top-level failure(s)"
 [ "$grc" = 0 ] || exit 1
