@@ -10,6 +10,10 @@
 #   make bench       spawn-overhead benchmark of the CLI (bench/spawn.sh) and the executor
 #                    benchmarks (bench/executor.sh)
 #   make clean       remove build output
+#   make vm-deps     install what make vm-test needs (qemu-system-x86, busybox-static, kmod, cpio)
+#   make vm-test     boot a Debian kernel in QEMU (KERNEL=6.1, Landlock ABI 2, or 6.12, ABI 6) and
+#                    run the integration tests inside (RUN=regex, GO_TEST_TIMEOUT, VM_TIMEOUT; see
+#                    integration/vm/run.sh)
 #
 # Environment passed through to the tests: DSH_REQUIRE_LANDLOCK, DSH_TEST_USER.
 
@@ -62,7 +66,7 @@ else \
 fi
 endef
 
-.PHONY: all deps bench-deps build demo test lint fuzz bench clean
+.PHONY: all deps bench-deps build demo test lint fuzz bench clean vm-deps vm-test
 
 all: build
 
@@ -225,3 +229,14 @@ endef
 demo: export DEMO_SCRIPT := $(value demo_script)
 demo: build
 	@bash -c "$$DEMO_SCRIPT"
+
+# ---------------------------------------------------------------------------------------------
+# make vm-test — the kernel matrix in QEMU (issue 10). Kernels are downloaded with apt-get into
+# integration/vm/.cache (not committed).
+KERNEL ?= 6.1
+
+vm-deps:
+	@$(call apt_ensure,qemu-system-x86 busybox-static kmod cpio xz-utils)
+
+vm-test: deps vm-deps
+	KERNEL=$(KERNEL) GO=$(GO) bash integration/vm/run.sh

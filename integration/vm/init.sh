@@ -1,0 +1,46 @@
+#!/bin/busybox sh
+# PID 1 of the VM's initramfs (integration/vm/build-initramfs.sh puts it at /init): load the
+# 9p/overlay/virtio modules, mount the host root read-only over 9p under a tmpfs overlay, the
+# writable "results" share, fresh tmpfs /tmp /var/tmp /run /dev/shm, then switch_root into it
+# and run /results/guest.sh (written by integration/vm/run.sh). Any failure powers the VM off.
+# shellcheck shell=sh
+/bin/busybox mkdir -p /proc /sys /dev /bin
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+
+fail() {
+  echo "vm-init: FAILED: $*" >/dev/console
+  echo o >/proc/sysrq-trigger
+  poweroff -f
+}
+
+echo "vm-init: kernel $(uname -r), loading modules" >/dev/console
+while read -r m; do
+  insmod "/modules/$m" || fail "insmod $m"
+done </modules/order
+
+mkdir -p /lower /up /newroot
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /lower || fail "mount hostroot"
+mount -t tmpfs -o mode=0755 tmpfs /up || fail "tmpfs /up"
+mkdir -p /up/u /up/w
+mount -t overlay -o lowerdir=/lower,upperdir=/up/u,workdir=/up/w overlay /newroot || fail "overlay"
+mkdir -p /newroot/results
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 results /newroot/results || fail "mount results"
+for d in proc sys dev; do
+  mount --move "/$d" "/newroot/$d" || fail "move /$d"
+done
+for d in tmp var/tmp; do
+  mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d" || fail "tmpfs /$d"
+done
+mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail "tmpfs /run"
+mkdir -p /newroot/dev/shm /newroot/dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm || fail "tmpfs /dev/shm"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /newroot/dev/pts || fail "devpts"
+mount -t cgroup2 cgroup2 /newroot/sys/fs/cgroup || echo "vm-init: no cgroup2" >/dev/console
+[ -f /newroot/results/guest.sh ] || fail "no /results/guest.sh"
+# shellcheck disable=SC2093 # fail only runs when the exec fails
+exec switch_root /newroot /bin/bash /results/guest.sh
+fail "switch_root"

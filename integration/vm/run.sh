@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# integration/vm/run.sh — boot a Debian kernel in QEMU and run the integration tests inside it
+# (issue 10). Used by `make vm-test`; every variable has a default:
+#
+#   KERNEL=6.1|6.12     the Debian kernel series (6.1: Landlock ABI 2; 6.12: ABI 6)
+#   KERNEL_PKG=...      an exact linux-image package instead of the newest of the series
+#   RUN=regex (TESTS=)  go test -run for the integration package (default: a first slice)
+#   GO_TEST_TIMEOUT=... go test -timeout inside the VM (default 15m)
+#   VM_TIMEOUT=...      hard limit for the whole QEMU run, seconds (default: go test's + 300)
+#   VM_MEM / VM_SMP     guest memory (MiB, 2048) and CPUs (2)
+#   VM_CACHE=dir        downloads, unpacked kernels, initramfs, runs (integration/vm/.cache)
+#
+# The guest: the host's root read-only over 9p under a tmpfs overlay (so the host's Go, module
+# and build caches, /etc/passwd with dshtest, the worktree are all there), fresh tmpfs /tmp,
+# /var/tmp, /run, /dev/shm, and a writable 9p share "results" (the run directory) that receives
+# the go test output. Tests are run by a root test process (its "root" and "user" subtests, the
+# user being dshtest) with DSH_REQUIRE_LANDLOCK=1 CI=true. Exit status: 0 when go test passed,
+# 1 when it failed, 2 when the VM did not produce a result (boot failure, timeout).
+set -euo pipefail
+
+KERNEL=${KERNEL:-6.1}
+RUN=${RUN:-${TESTS:-'^(TestProbe.*|TestSetupErrorsExit125|TestSIGTERMForwardedAndNoSurvivor)$'}}
+GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-15m}
+VM_MEM=${VM_MEM:-2048}
+VM_SMP=${VM_SMP:-2}
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+VM_CACHE=${VM_CACHE:-$here/.cache}
+GO=${GO:-go}
+command -v "$GO" >/dev/null 2>&1 || PATH=/usr/local/go/bin:$PATH
+
+log() { printf 'vm-test: %s\n' "$*" >&2; }
+die() { log "$*"; exit 2; }
+
+for tool in qemu-system-x86_64 dpkg-deb depmod cpio gzip apt-get apt-cache timeout; do
+  command -v "$tool" >/dev/null 2>&1 || die "$tool not found (make vm-deps installs what is needed)"
+done
+mkdir -p "$VM_CACHE"
+
+# ---- kernel: newest linux-image of the series known to apt (generic flavour: cloud has no 9p)
+if [ -z "${KERNEL_PKG:-}" ]; then
+  case "$KERNEL" in
+    6.1) pattern='^linux-image-6\.1\.0-[0-9]+-amd64$' ;;
+    6.12) pattern='^linux-image-6\.12\.[0-9]+\+deb12-amd64$' ;;
+    *) die "KERNEL=$KERNEL: expected 6.1 or 6.12 (or set KERNEL_PKG)" ;;
+  esac
+  KERNEL_PKG="$(apt-cache search --names-only "$pattern" | cut -d' ' -f1 | sort -V | tail -n1)"
+  [ -n "$KERNEL_PKG" ] || die "no package matches $pattern (run apt-get update; bookworm-security for 6.12)"
+fi
+kdir="$VM_CACHE/$KERNEL_PKG"
+if [ ! -f "$kdir/.ready" ]; then
+  log "downloading $KERNEL_PKG"
+  rm -rf "$kdir"; mkdir -p "$kdir/dl"
+  (cd "$kdir/dl" && apt-get download -q "$KERNEL_PKG") || die "apt-get download $KERNEL_PKG failed"
+  deb="$(find "$kdir/dl" -name '*.deb' | head -n1)"
+  [ -n "$deb" ] || die "apt-get download $KERNEL_PKG produced no .deb"
+  dpkg-deb -x "$deb" "$kdir/root"
+  rm -f "$deb"
+  kver="$(ls "$kdir/root/lib/modules")"
+  depmod -b "$kdir/root" "$kver"
+  "$here/build-initramfs.sh" "$kdir/root" "$kdir/initrd.gz"
+  touch "$kdir/.ready"
+fi
+kver="$(ls "$kdir/root/lib/modules")"
+vmlinuz="$kdir/root/boot/vmlinuz-$kver"
+[ -f "$vmlinuz" ] || die "no $vmlinuz"
+if [ "$here/init.sh" -nt "$kdir/initrd.gz" ] || [ "$here/build-initramfs.sh" -nt "$kdir/initrd.gz" ]; then
+  "$here/build-initramfs.sh" "$kdir/root" "$kdir/initrd.gz"
+fi
+
+# ---- the run directory (the guest's /results) and the binaries, built on the host
+run="$VM_CACHE/runs/$KERNEL-$(date +%Y%m%d-%H%M%S)"
+mkdir -p "$run/bin"
+chmod 0755 "$VM_CACHE" "$VM_CACHE/runs" "$run" "$run/bin"
+log "building the test binaries on the host ($run/bin)"
+(
+  cd "$root"
+  CGO_ENABLED=1 "$GO" build -o "$run/bin/dsh-sandbox-run" ./cmd/dsh-sandbox-run
+  CGO_ENABLED=1 "$GO" test -c -o "$run/bin/integration.test" ./integration
+  # TestMain builds its helpers with `go build` in the guest: warm the build cache it will read
+  # (the host's, through the overlay) so that the guest only links.
+  for pkg in ./integration/internal/degrade ./integration/internal/harness ./examples/toolrepl; do
+    CGO_ENABLED=1 "$GO" build -o /dev/null "$pkg"
+  done
+)
+chmod 0755 "$run/bin"/*
+
+case "$GO_TEST_TIMEOUT" in
+  *m) go_timeout_s=$(( ${GO_TEST_TIMEOUT%m} * 60 )) ;;
+  *s) go_timeout_s=${GO_TEST_TIMEOUT%s} ;;
+  *) die "GO_TEST_TIMEOUT=$GO_TEST_TIMEOUT: expected <N>m or <N>s" ;;
+esac
+# the whole VM: boot + probes + go test + margin, unless VM_TIMEOUT says otherwise
+VM_TIMEOUT=${VM_TIMEOUT:-$((go_timeout_s + 300))}
+gobin="$(dirname "$(command -v "$GO")")"
+cat >"$run/guest.sh" <<GUEST
+#!/bin/bash
+# Runs as PID 1 in the VM (written by integration/vm/run.sh); always powers off.
+export PATH=$gobin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root GOFLAGS=-mod=readonly GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=1
+export DSH_REQUIRE_LANDLOCK=1 DSH_TEST_USER=dshtest CI=true
+export DSH_SANDBOX_RUN=$run/bin/dsh-sandbox-run
+finish() { sync; echo o >/proc/sysrq-trigger; sleep 5; poweroff -f; }
+trap finish EXIT
+ip link set lo up 2>/dev/null
+hostname dsh-vm
+echo "vm-guest: up after \$(cut -d' ' -f1 /proc/uptime) s; kernel \$(uname -r)" | tee /results/boot.txt
+# the probe takes its working directory as the workspace (and audits the .git under it): not /
+mkdir -p /tmp/probe && chmod 0777 /tmp/probe && cd /tmp/probe || exit
+{
+  # bounded: SIGQUIT after 60 s makes a stuck Go process print its goroutines
+  echo "== dsh-sandbox-run --probe (root)"
+  timeout -s QUIT -k 10 60 \$DSH_SANDBOX_RUN --probe; echo "rc=\$?"
+  echo "== dsh-sandbox-run --probe (dshtest)"
+  timeout -s QUIT -k 10 60 setpriv --reuid=dshtest --regid=dshtest --init-groups env HOME=/home/dshtest \$DSH_SANDBOX_RUN --probe; echo "rc=\$?"
+} >/results/probe.txt 2>&1
+cat /results/probe.txt
+cd $root/integration
+start=\$(cut -d' ' -f1 /proc/uptime)
+timeout -s QUIT -k 30 $((go_timeout_s + 60)) $run/bin/integration.test -test.v -test.count=1 -test.timeout $GO_TEST_TIMEOUT -test.run '$RUN' >/results/go-test.txt 2>&1
+rc=\$?
+echo "\$rc" >/results/go-test.rc
+echo "vm-guest: go test exited \$rc after \$(awk -v s=\$start '{ print \$1 - s }' /proc/uptime) s"
+GUEST
+chmod 0755 "$run/guest.sh"
+
+# ---- boot, bounded by VM_TIMEOUT. TCG by default: this machine class has a /dev/kvm that cannot
+# run a normal guest; VM_ACCEL=kvm where KVM works.
+case "${VM_ACCEL:-tcg}" in
+  kvm) accel=kvm ;;
+  tcg) accel="tcg,thread=multi" ;;
+  *) die "VM_ACCEL=${VM_ACCEL}: expected tcg or kvm" ;;
+esac
+log "booting $kver ($accel, ${VM_SMP} CPUs, ${VM_MEM} MiB), limit ${VM_TIMEOUT}s; console in $run/console.txt"
+t0=$(date +%s)
+set +e
+timeout -k 10 "$VM_TIMEOUT" qemu-system-x86_64 \
+  -accel "$accel" -cpu max -smp "$VM_SMP" -m "$VM_MEM" -nographic -no-reboot \
+  -kernel "$vmlinuz" -initrd "$kdir/initrd.gz" \
+  -append "console=ttyS0 panic=-1 quiet" \
+  -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+  -virtfs "local,path=$run,mount_tag=results,security_model=none" \
+  -nic none </dev/null 2>&1 | tee "$run/console.txt"
+qrc=${PIPESTATUS[0]}
+set -e
+t1=$(date +%s)
+log "QEMU exited $qrc after $((t1 - t0)) s"
+[ "$qrc" = 124 ] && log "TIMEOUT: the VM ran longer than ${VM_TIMEOUT}s and was killed"
+
+if [ ! -f "$run/go-test.txt" ]; then die "no go test output (see $run/console.txt)"; fi
+echo "==== go test output ($run/go-test.txt)"
+cat "$run/go-test.txt"
+if [ ! -f "$run/go-test.rc" ]; then die "go test did not finish in the VM"; fi
+grc="$(cat "$run/go-test.rc")"
+echo "==== summary (top-level tests and their identities)"
+grep -E '^(--- |    --- )(PASS|FAIL|SKIP)' "$run/go-test.txt" || true
+grep -h '^vm-guest:' "$run/console.txt" | tr -d '\r' || true
+log "kernel $kver: go test exited $grc; $(grep -c '^--- FAIL' "$run/go-test.txt" || true) top-level failure(s)"
+[ "$grc" = 0 ] || exit 1
