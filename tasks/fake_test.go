@@ -147,6 +147,18 @@ func (e *env) startKind(owner, kind, label string, h Handle) string {
 	return id
 }
 
+// holdWatchers makes every watcher wait, once its handle is done, until
+// release is called: what the test does before release happens before the
+// watcher records the end. Call it before finishing the handle.
+func (e *env) holdWatchers() (release func()) {
+	gate := make(chan struct{})
+	e.r.watchHook = func() { <-gate }
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	e.t.Cleanup(release)
+	return release
+}
+
 // settle waits until the watchers of ids recorded their ends and
 // delivered their notices (if any).
 func (e *env) settle(ids ...string) {

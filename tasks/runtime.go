@@ -46,6 +46,11 @@ type Runtime struct {
 	disposing map[string]int // Disposes in progress, per owner
 	closed    bool
 	changed   chan struct{} // closed and replaced when a task ends or a reservation is released
+
+	// watchHook, when set (tests only), runs in a task's watcher after its
+	// handle is done and before the end is recorded: a test holds the
+	// watcher there to order a read before it.
+	watchHook func()
 }
 
 // task is one background task. Fields below mu are guarded by
@@ -199,6 +204,9 @@ func (r *Runtime) broadcastLocked() {
 func (r *Runtime) watch(t *task) {
 	defer close(t.watched)
 	<-t.h.Done()
+	if r.watchHook != nil {
+		r.watchHook()
+	}
 	o := outcomeOf(t.h)
 	r.mu.Lock()
 	r.endLocked(t, o)

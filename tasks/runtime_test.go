@@ -507,13 +507,17 @@ func TestNotices(t *testing.T) {
 			require.NoError(t, err)
 		}, []string{notice}},
 		{"read terminally before the watcher", "a", func(t *testing.T, e *env, h *fakeHandle) {
+			release := e.holdWatchers()
 			h.finish(completed0)
 			_, err := e.r.Output(context.Background(), session("a"), "bash-1", false, nil)
 			require.NoError(t, err)
+			release()
 		}, nil},
 		{"bash_output read terminally", "a", func(t *testing.T, e *env, h *fakeHandle) {
+			release := e.holdWatchers()
 			h.finish(completed0)
 			callTool(NewBashOutput(e.r), session("a"), `{"task_id":"bash-1"}`)
+			release()
 		}, nil},
 		{"killed by the owner", "a", func(t *testing.T, e *env, h *fakeHandle) {
 			_, err := e.r.Kill(session("a"), "bash-1", "")
@@ -525,9 +529,11 @@ func TestNotices(t *testing.T) {
 			h.finish(Outcome{Status: StatusKilled, Detail: "signal: SIGTERM"})
 		}, nil},
 		{"kill of the finished task before the watcher", "a", func(t *testing.T, e *env, h *fakeHandle) {
+			release := e.holdWatchers()
 			h.finish(completed0)
 			_, err := e.r.Kill(session("a"), "bash-1", "")
 			require.NoError(t, err)
+			release()
 		}, nil},
 		{"waited", "a", func(t *testing.T, e *env, h *fakeHandle) {
 			done := make(chan struct{})
