@@ -328,6 +328,11 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		Homes:               []string{lookupEnv(r.Env, "HOME")},
 	})
 	if err != nil {
+		// Out of descriptors while opening the workspace is not a bad
+		// request: the caller retries, it does not fix its arguments.
+		if re := resourceError("open workspace", err); re != nil {
+			return Resolved{}, re
+		}
 		return Resolved{}, err
 	}
 	r.Policy = policy
