@@ -14,6 +14,9 @@
 //	DSH_TEST_USER          unprivileged account to run the CLI as (default dshtest)
 //	DSH_REQUIRE_LANDLOCK=1 fail (instead of skip) tests that need Landlock when it is absent
 //	DSH_SANDBOX_RUN        use this prebuilt dsh-sandbox-run instead of building one
+//	DSH_IT_BIN             a directory with prebuilt dsh-sandbox-run, degrade, harness
+//	                       and toolrepl binaries (make vm-test) instead of building them
+//	DSH_TEST_TIME_SCALE    multiply the tests' deadlines (make vm-test sets it under TCG)
 //	CI=true                a missing test user is a failure, not a skip
 package integration
 
@@ -73,26 +76,32 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 
+	// DSH_IT_BIN: binaries built beforehand (make vm-test builds them on the
+	// host, where go build is ~20x faster than in a TCG guest).
+	prebuilt := os.Getenv("DSH_IT_BIN")
+	build := func(name, pkg string) (string, error) {
+		if prebuilt != "" {
+			p := filepath.Join(prebuilt, name)
+			if _, err := os.Stat(p); err != nil {
+				return p, fmt.Errorf("DSH_IT_BIN=%s: %w", prebuilt, err)
+			}
+			return p, nil
+		}
+		p := filepath.Join(binDir, name)
+		return p, goBuild(root, p, pkg)
+	}
 	if p := os.Getenv("DSH_SANDBOX_RUN"); p != "" {
 		cliPath = p
-	} else {
-		cliPath = filepath.Join(binDir, "dsh-sandbox-run")
-		buildErr = goBuild(root, cliPath, "./cmd/dsh-sandbox-run")
-		if buildErr != nil {
-			fmt.Fprintln(os.Stderr, "integration: BUILD OF dsh-sandbox-run FAILED, every test will fail:\n", buildErr)
-		}
+	} else if cliPath, buildErr = build("dsh-sandbox-run", "./cmd/dsh-sandbox-run"); buildErr != nil {
+		fmt.Fprintln(os.Stderr, "integration: BUILD OF dsh-sandbox-run FAILED, every test will fail:\n", buildErr)
 	}
-	degradeBin = filepath.Join(binDir, "degrade")
-	helperErr = goBuild(root, degradeBin, "./integration/internal/degrade")
-	if helperErr != nil {
+	if degradeBin, helperErr = build("degrade", "./integration/internal/degrade"); helperErr != nil {
 		fmt.Fprintln(os.Stderr, "integration: build of the degrade helper failed:\n", helperErr)
 	}
-	harnessBin = filepath.Join(binDir, "harness")
-	if harnessErr = goBuild(root, harnessBin, "./integration/internal/harness"); harnessErr != nil {
+	if harnessBin, harnessErr = build("harness", "./integration/internal/harness"); harnessErr != nil {
 		fmt.Fprintln(os.Stderr, "integration: build of the executor harness failed:\n", harnessErr)
 	}
-	toolreplBin = filepath.Join(binDir, "toolrepl")
-	if toolreplErr = goBuild(root, toolreplBin, "./examples/toolrepl"); toolreplErr != nil {
+	if toolreplBin, toolreplErr = build("toolrepl", "./examples/toolrepl"); toolreplErr != nil {
 		fmt.Fprintln(os.Stderr, "integration: build of examples/toolrepl failed:\n", toolreplErr)
 	}
 	return m.Run()

@@ -4,8 +4,11 @@
 #
 #   KERNEL=6.1|6.12     the Debian kernel series (6.1: Landlock ABI 2; 6.12: ABI 6)
 #   KERNEL_PKG=...      an exact linux-image package instead of the newest of the series
-#   RUN=regex (TESTS=)  go test -run for the integration package (default: a first slice)
-#   GO_TEST_TIMEOUT=... go test -timeout inside the VM (default 15m)
+#   PKGS="./..."        the packages whose tests run in the VM (default: every package with tests)
+#   RUN=regex (TESTS=)  go test -run for every package (default: all tests)
+#   GO_TEST_TIMEOUT=... go test -timeout per package inside the VM (default 40m)
+#   TIME_SCALE=N        DSH_TEST_TIME_SCALE in the guest: tests multiply their deadlines by N
+#                       (default 10 under TCG, 2 under KVM)
 #   VM_TIMEOUT=...      hard limit for the whole QEMU run, seconds (default: go test's + 300)
 #   VM_MEM / VM_SMP     guest memory (MiB, 2048) and CPUs (2)
 #   VM_CACHE=dir        downloads, unpacked kernels, initramfs, runs (integration/vm/.cache)
@@ -19,8 +22,9 @@
 set -euo pipefail
 
 KERNEL=${KERNEL:-6.1}
-RUN=${RUN:-${TESTS:-'^(TestProbe.*|TestSetupErrorsExit125|TestSIGTERMForwardedAndNoSurvivor)$'}}
-GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-15m}
+PKGS=${PKGS:-./...}
+RUN=${RUN:-${TESTS:-.}}
+GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-40m}
 VM_MEM=${VM_MEM:-2048}
 VM_SMP=${VM_SMP:-2}
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -73,16 +77,24 @@ run="$VM_CACHE/runs/$KERNEL-$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$run/bin"
 chmod 0755 "$VM_CACHE" "$VM_CACHE/runs" "$run" "$run/bin"
 log "building the test binaries on the host ($run/bin)"
+# one test binary per package with tests, run in the guest from the package's directory (as go
+# test does); the integration suite's helpers prebuilt too (DSH_IT_BIN), so the guest builds nothing
+: >"$run/packages"
 (
   cd "$root"
+  CGO_ENABLED=1 "$GO" list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' $PKGS |
+    while read -r pkg dir; do
+      [ -n "$pkg" ] || continue
+      name="$(echo "${pkg#github.com/dsh-sandbox/dsh-sandbox}" | tr / _ | sed 's/^_//;s/^$/root/').test"
+      CGO_ENABLED=1 "$GO" test -c -o "$run/bin/$name" "$pkg"
+      echo "$pkg $dir $name" >>"$run/packages"
+    done
   CGO_ENABLED=1 "$GO" build -o "$run/bin/dsh-sandbox-run" ./cmd/dsh-sandbox-run
-  CGO_ENABLED=1 "$GO" test -c -o "$run/bin/integration.test" ./integration
-  # TestMain builds its helpers with `go build` in the guest: warm the build cache it will read
-  # (the host's, through the overlay) so that the guest only links.
-  for pkg in ./integration/internal/degrade ./integration/internal/harness ./examples/toolrepl; do
-    CGO_ENABLED=1 "$GO" build -o /dev/null "$pkg"
-  done
-)
+  CGO_ENABLED=1 "$GO" build -o "$run/bin/degrade" ./integration/internal/degrade
+  CGO_ENABLED=1 "$GO" build -o "$run/bin/harness" ./integration/internal/harness
+  CGO_ENABLED=1 "$GO" build -o "$run/bin/toolrepl" ./examples/toolrepl
+) || die "building the test binaries failed"
+[ -s "$run/packages" ] || die "PKGS=$PKGS: no package with tests"
 chmod 0755 "$run/bin"/*
 
 case "$GO_TEST_TIMEOUT" in
@@ -91,7 +103,12 @@ case "$GO_TEST_TIMEOUT" in
   *) die "GO_TEST_TIMEOUT=$GO_TEST_TIMEOUT: expected <N>m or <N>s" ;;
 esac
 # the whole VM: boot + probes + go test + margin, unless VM_TIMEOUT says otherwise
-VM_TIMEOUT=${VM_TIMEOUT:-$((go_timeout_s + 300))}
+case "${VM_ACCEL:-tcg}" in
+  kvm) TIME_SCALE=${TIME_SCALE:-2} ;;
+  *) TIME_SCALE=${TIME_SCALE:-10} ;;
+esac
+# the whole VM: boot + probes + every package's tests + margin, unless VM_TIMEOUT says otherwise
+VM_TIMEOUT=${VM_TIMEOUT:-$((go_timeout_s + 600))}
 gobin="$(dirname "$(command -v "$GO")")"
 cat >"$run/guest.sh" <<GUEST
 #!/bin/bash
@@ -99,7 +116,7 @@ cat >"$run/guest.sh" <<GUEST
 export PATH=$gobin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root GOFLAGS=-mod=readonly GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=1
 export DSH_REQUIRE_LANDLOCK=1 DSH_TEST_USER=dshtest CI=true
-export DSH_SANDBOX_RUN=$run/bin/dsh-sandbox-run
+export DSH_SANDBOX_RUN=$run/bin/dsh-sandbox-run DSH_IT_BIN=$run/bin DSH_TEST_TIME_SCALE=$TIME_SCALE
 finish() { sync; echo o >/proc/sysrq-trigger; sleep 5; poweroff -f; }
 trap finish EXIT
 ip link set lo up 2>/dev/null
@@ -115,12 +132,19 @@ mkdir -p /tmp/probe && chmod 0777 /tmp/probe && cd /tmp/probe || exit
   timeout -s QUIT -k 10 60 setpriv --reuid=dshtest --regid=dshtest --init-groups env HOME=/home/dshtest \$DSH_SANDBOX_RUN --probe; echo "rc=\$?"
 } >/results/probe.txt 2>&1
 cat /results/probe.txt
-cd $root/integration
-start=\$(cut -d' ' -f1 /proc/uptime)
-timeout -s QUIT -k 30 $((go_timeout_s + 60)) $run/bin/integration.test -test.v -test.count=1 -test.timeout $GO_TEST_TIMEOUT -test.run '$RUN' >/results/go-test.txt 2>&1
-rc=\$?
+rc=0
+: >/results/go-test.txt
+while read -r pkg dir name; do
+  start=\$(cut -d' ' -f1 /proc/uptime)
+  echo "=== package \$pkg" >>/results/go-test.txt
+  (cd "\$dir" && timeout -s QUIT -k 30 $((go_timeout_s + 60)) $run/bin/\$name -test.v -test.count=1 -test.timeout $GO_TEST_TIMEOUT -test.run '$RUN') >>/results/go-test.txt 2>&1
+  prc=\$?
+  took=\$(awk -v s=\$start '{ print \$1 - s }' /proc/uptime)
+  if [ "\$prc" = 0 ]; then echo "ok   \$pkg \${took}s" >>/results/go-test.txt; else echo "FAIL \$pkg \${took}s (exit \$prc)" >>/results/go-test.txt; rc=1; fi
+  echo "vm-guest: \$pkg exited \$prc after \$took s"
+done <$run/packages
 echo "\$rc" >/results/go-test.rc
-echo "vm-guest: go test exited \$rc after \$(awk -v s=\$start '{ print \$1 - s }' /proc/uptime) s"
+echo "vm-guest: every package done, status \$rc"
 GUEST
 chmod 0755 "$run/guest.sh"
 
@@ -153,7 +177,7 @@ cat "$run/go-test.txt"
 if [ ! -f "$run/go-test.rc" ]; then die "go test did not finish in the VM"; fi
 grc="$(cat "$run/go-test.rc")"
 echo "==== summary (top-level tests and their identities)"
-grep -E '^(--- |    --- )(PASS|FAIL|SKIP)' "$run/go-test.txt" || true
+grep -E '^(--- |    --- )(FAIL|SKIP)|^(ok|FAIL) ' "$run/go-test.txt" || true
 grep -h '^vm-guest:' "$run/console.txt" | tr -d '\r' || true
 log "kernel $kver: go test exited $grc; $(grep -c '^--- FAIL' "$run/go-test.txt" || true) top-level failure(s)"
 [ "$grc" = 0 ] || exit 1
