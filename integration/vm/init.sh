@@ -40,6 +40,15 @@ mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm || fail "tmpfs /dev/shm"
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /newroot/dev/pts || fail "devpts"
 mount -t cgroup2 cgroup2 /newroot/sys/fs/cgroup || echo "vm-init: no cgroup2" >/dev/console
+# what udev and systemd give every real host: /dev/fd, /dev/std{in,out,err}
+ln -s /proc/self/fd /newroot/dev/fd
+ln -s /proc/self/fd/0 /newroot/dev/stdin
+ln -s /proc/self/fd/1 /newroot/dev/stdout
+ln -s /proc/self/fd/2 /newroot/dev/stderr
+# root's home, fresh: the host's holds the Go module and build caches (17k directories), which a
+# test that takes the home as its workspace would otherwise walk over 9p; the tests' binaries are
+# built on the host, so nothing in the guest needs those caches
+mount -t tmpfs -o mode=0700 tmpfs /newroot/root || fail "tmpfs /root"
 [ -f /newroot/results/guest.sh ] || fail "no /results/guest.sh"
 # shellcheck disable=SC2093 # fail only runs when the exec fails
 exec switch_root /newroot /bin/bash /results/guest.sh
