@@ -259,7 +259,8 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				unix.Close(lfd)
 				return abort(fmt.Sprintf("the runner's fd %d is not a seccomp listener (%q)", m.FD, link))
 			}
-			if n, err = newNotifier(lfd, c.Policy, facts, proc.Pid, c.prep.ruleset); err != nil {
+			guard := openGuardFor(m.MountView == 1, c.prep.abi)
+			if n, err = newNotifier(lfd, c.Policy, facts, proc.Pid, c.prep.ruleset, guard); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {
 					cleanup()
 					return re

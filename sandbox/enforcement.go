@@ -47,12 +47,24 @@ const (
 	MissingSignalIsolation = "signal-isolation"
 	// No ipc namespace: host System V IPC and POSIX message queues are reachable.
 	MissingIPCIsolation = "ipc-isolation"
-	// No mount view and Landlock ABI < 3: truncate(2) outside the roots is not denied.
-	MissingTruncate = "truncate"
 	// No seccomp user notification: denials are enforced but not reported,
 	// and connect() to any unix socket is denied.
 	MissingDenialFacts = "denial-facts"
 )
+
+// No host lacks these any more, so they are not in the list above:
+//   - truncation outside the roots (formerly "truncate"): Landlock
+//     handles it from ABI 3 and the mount view's read-only mounts always;
+//     without either, the seccomp filter refuses truncate(2) and every open
+//     with O_TRUNC and a non-writable access mode — in the kernel without
+//     user notification, else by the supervisor from the call's registers
+//     (never a continued call, which could be raced) — and openat2 answers
+//     ENOSYS; ftruncate needs an fd open for writing, which Landlock checks
+//     on every ABI. The price on such hosts: truncate(2) fails (EACCES)
+//     inside the roots too.
+//   - opens with access mode 3 (ioctl only), for which Landlock requires no
+//     right: refused the same way wherever no mount view (read-only, nodev)
+//     backs Landlock.
 
 // Enforcement describes how a command was (or would be) confined.
 type Enforcement struct {
@@ -108,7 +120,6 @@ func assess(m modes.Mode, l layers) Enforcement {
 	miss(!pidIsolated, MissingProcessVisibility)
 	miss(!pidIsolated && l.landlockABI < 6, MissingSignalIsolation)
 	miss(!l.ns.IPC, MissingIPCIsolation)
-	miss(!l.mountView && l.landlockABI < 3, MissingTruncate)
 	miss(!l.notify, MissingDenialFacts)
 	e.Level = LevelFull
 	if len(e.Missing) > 0 {

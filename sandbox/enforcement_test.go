@@ -22,8 +22,12 @@ func TestAssess(t *testing.T) {
 			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation}},
 		{"no user namespaces, read-only", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true}, LevelPartial,
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation}},
+		// Truncation is refused by the filter (the supervisor without a
+		// mount view, the kernel without notify): nothing missing for it.
 		{"no user namespaces, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, notify: true}, LevelPartial,
-			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingTruncate}},
+			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation}},
+		{"docker, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, carved: true}, LevelPartial,
+			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingDenialFacts}},
 		{"no landlock", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, seccomp: true, notify: true}, LevelFull,
 			[]string{}},
 		{"no landlock, no fresh proc", modes.ReadOnly, layers{ns: allNS, mountView: true, seccomp: true, notify: true}, LevelPartial,

@@ -44,12 +44,109 @@ type notifier struct {
 	relay      int
 	relayStart uint64
 	own        ownSockets // socket files the sandbox bound
+	guard      openGuard  // what Landlock cannot stop in this run
+}
+
+// openGuard is what the notifier refuses, from a call's registers alone,
+// because no mount view backs Landlock in this run (the runner says so with
+// the listener). Landlock requires no right for an open with access mode 3
+// (its file_open hook looks only at FMODE_READ and FMODE_WRITE), and before
+// ABI 3 none for truncation: truncate(2), or an open with O_TRUNC whose
+// access mode is not writable, which Linux honours when DAC allows
+// writing. A continued call could be raced (the command may change the path
+// after it was read), so these are refused everywhere, workspace included,
+// never judged by path; openat2 keeps its flags in memory, so it answers
+// ENOSYS and callers fall back to openat. With a mount view every mount
+// outside the roots is read-only and nodev, and nothing changes.
+type openGuard struct {
+	ioctlOpen bool // refuse open/openat with access mode 3
+	truncate  bool // refuse truncate(2) and O_TRUNC opens that are not writable
+	openat2   bool // answer openat2 with ENOSYS
+}
+
+// openGuardFor returns the guard of a run with or without the mount view,
+// under Landlock ABI abi (0: none).
+func openGuardFor(mountView bool, abi int) openGuard {
+	if mountView {
+		return openGuard{}
+	}
+	return openGuard{ioctlOpen: true, truncate: abi < 3, openat2: true}
+}
+
+// refuses returns the errno the guard answers call name with arguments a,
+// or 0. It reads only the registers (a snapshot): nothing the command can
+// change afterwards. Flags are an int: only the low 32 bits count.
+func (g openGuard) refuses(name string, a [6]uint64) unix.Errno {
+	switch name {
+	case "openat2":
+		if g.openat2 {
+			return unix.ENOSYS
+		}
+	case "truncate":
+		if g.truncate {
+			return unix.EACCES
+		}
+	case "open", "openat":
+		flags := uint32(a[1])
+		if name == "openat" {
+			flags = uint32(a[2])
+		}
+		acc := flags & unix.O_ACCMODE
+		if g.ioctlOpen && acc == seccomp.AccModeIoctl {
+			return unix.EACCES
+		}
+		if g.truncate && flags&unix.O_TRUNC != 0 && acc != unix.O_WRONLY && acc != unix.O_RDWR {
+			return unix.EACCES
+		}
+	}
+	return 0
+}
+
+// guardVerdict answers what the guard refuses; ok is false for the rest.
+// The fact names the path as read from the command's memory (the decision
+// does not depend on it); openat2's ENOSYS is a fallback, not a denial, and
+// has none.
+func (n *notifier) guardVerdict(req *seccomp.Notif, rule seccomp.Rule) (v verdict, ok bool) {
+	errno := n.guard.refuses(rule.Name, req.Args)
+	if errno == 0 {
+		return verdict{}, false
+	}
+	if errno == unix.ENOSYS {
+		return verdict{errno: errno}, true
+	}
+	a := req.Args
+	dirfd, addr, follow := int32(unix.AT_FDCWD), a[0], true
+	switch rule.Name {
+	case "open":
+		follow = a[1]&unix.O_NOFOLLOW == 0
+	case "openat":
+		dirfd, addr, follow = int32(a[0]), a[1], a[2]&unix.O_NOFOLLOW == 0
+	}
+	return n.deny(rule, errno, n.factPath(req, dirfd, addr, follow), ""), true
+}
+
+// factPath names a path argument for a denial fact: canonical when it can
+// be resolved, else as the command wrote it ("" when unreadable).
+func (n *notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow bool) string {
+	p, err := readString(int(req.Pid), addr, unix.PathMax)
+	if err != nil {
+		return ""
+	}
+	t, err := n.target(req)
+	if err != nil {
+		return p
+	}
+	if r, err := t.resolve(dirfd, p, follow); err == nil {
+		return r
+	}
+	return p
 }
 
 // newNotifier serves listener fd for the sandbox of policy p, whose runner
 // (the relay) is process relay and whose Landlock ruleset, if any, is
-// ruleset (the notifier keeps a duplicate).
-func newNotifier(fd int, p modes.Policy, facts *factLog, relay int, ruleset *os.File) (*notifier, error) {
+// ruleset (the notifier keeps a duplicate); guard is what it refuses
+// outright (see openGuardFor).
+func newNotifier(fd int, p modes.Policy, facts *factLog, relay int, ruleset *os.File, guard openGuard) (*notifier, error) {
 	table, err := seccomp.Table(seccomp.Spec{Network: p.Network, Notify: true})
 	if err != nil {
 		unix.Close(fd)
@@ -79,7 +176,7 @@ func newNotifier(fd int, p modes.Policy, facts *factLog, relay int, ruleset *os.
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
 	return &notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: facts, done: make(chan struct{}),
-		stopR: stop[0], stopW: stop[1], ruleset: rs, relay: relay, relayStart: start}, nil
+		stopR: stop[0], stopW: stop[1], ruleset: rs, relay: relay, relayStart: start, guard: guard}, nil
 }
 
 // stopped reports whether stop was called.
@@ -231,6 +328,10 @@ func (n *notifier) handle(req *seccomp.Notif) {
 			n.respond(req, v)
 		}()
 	case seccomp.KindPath:
+		if v, ok := n.guardVerdict(req, rule); ok {
+			n.respond(req, v)
+			return
+		}
 		n.respond(req, n.pathVerdict(req, rule))
 	case seccomp.KindBind:
 		n.respond(req, n.bind(req, rule))
@@ -271,6 +372,12 @@ func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			flags = unix.O_CREAT | unix.O_WRONLY | unix.O_TRUNC
 		}
 		if flags&unix.O_PATH != 0 || (flags&unix.O_ACCMODE == unix.O_RDONLY && flags&(unix.O_CREAT|unix.O_TRUNC) == 0) {
+			return allow()
+		}
+		if rule.Name != "openat2" && flags&unix.O_ACCMODE == seccomp.AccModeIoctl && flags&(unix.O_CREAT|unix.O_TRUNC) == 0 {
+			// Routed only for the guard: here the command has the mount
+			// view (its read-only, nodev mounts decide, as they did before
+			// these opens were routed).
 			return allow()
 		}
 		follow := flags&unix.O_NOFOLLOW == 0 && flags&(unix.O_CREAT|unix.O_EXCL) != unix.O_CREAT|unix.O_EXCL

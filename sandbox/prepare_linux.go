@@ -42,13 +42,14 @@ func prepare(p modes.Policy) (*preparation, error) {
 	// The supervisor takes the listener, and performs socket calls, with
 	// pidfd_getfd (5.6): without it, no user notification.
 	prep.notify = seccomp.NotifySupported() && pidfdGetfdSupported()
-	bpf, err := seccomp.Program(seccomp.Spec{Network: p.Network, Notify: prep.notify})
+	abi, abiErr := landlock.ABI()
+	bpf, err := seccomp.Program(filterSpec(p, prep.notify, abi, abiErr == nil))
 	if err != nil {
 		return nil, err
 	}
 	prep.bpf = bpf
-	if abi, err := landlock.ABI(); err != nil {
-		prep.landlockErr = err.Error()
+	if abiErr != nil {
+		prep.landlockErr = abiErr.Error()
 	} else {
 		// Without user notification no supervisor pre-denies writes to the
 		// protected paths, and a host without it (Docker's seccomp
@@ -63,6 +64,24 @@ func prepare(p modes.Policy) (*preparation, error) {
 		prep.carved = carve && len(landlock.Carved(p)) == len(p.Protected)
 	}
 	return prep, nil
+}
+
+// filterSpec returns the seccomp variant for policy p. With user
+// notification the supervisor refuses, per run, what Landlock cannot stop
+// when the runner ends up without a mount view (openGuardFor). Without it
+// the filter must decide before the runner does, so it assumes no mount
+// view whenever Landlock is there — a host without user notification
+// (Docker's seccomp profile) has no user namespace either; on one that has,
+// the cost is that truncate(2) (ABI < 3), ioctl-only opens and openat2 are
+// refused even though the mount view would have made them safe. Without
+// Landlock a confined command runs only with the mount view: nothing to add.
+func filterSpec(p modes.Policy, notify bool, abi int, landlockOK bool) seccomp.Spec {
+	s := seccomp.Spec{Network: p.Network, Notify: notify}
+	if !notify && landlockOK {
+		s.DenyIoctlOpen = true
+		s.DenyTruncate = abi < 3
+	}
+	return s
 }
 
 func (prep *preparation) close() {

@@ -68,7 +68,7 @@ func sendBytes(f *os.File, b, oob []byte) error {
 const (
 	msgInit     = "init"     // the pid-namespace init's pid, seen from outside
 	msgKeeper   = "keeper"   // the inner keeper's pid (no pid namespace)
-	msgListener = "listener" // the seccomp listener's fd number in the runner
+	msgListener = "listener" // the seccomp listener's fd number in the runner, and the mount view
 	msgAck      = "ack"      // supervisor to runner: the listener was taken
 	msgReady    = "ready"    // the command started
 	msgFail     = "fail"     // the sandbox could not be set up; nothing ran
@@ -96,6 +96,10 @@ type runnerMsg struct {
 	FD       int           `json:"fd,omitempty"`
 	Errno    int           `json:"errno,omitempty"`
 	Op       string        `json:"op,omitempty"` // fail: what failed, with Errno
+	// MountView (listener): 1 when the command has the mount view. Anything
+	// else, a missing field included, means none: the notifier then refuses
+	// more, never less.
+	MountView int `json:"mount_view,omitempty"`
 }
 
 func sendMsg(f *os.File, m any, fd int) error {

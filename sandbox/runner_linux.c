@@ -8,8 +8,9 @@
 // tokens) and, when confining, the seccomp BPF program with the Landlock
 // ruleset fd attached. The runner answers with JSON messages: init (the pid
 // namespace's init pid), listener (its fd number, taken by the supervisor
-// with pidfd_getfd, then "ack"), keeper (the inner keeper's pid, without a
-// pid namespace), ready, fail, execfail (the command's execve failed), exit;
+// with pidfd_getfd, then "ack"; and mount_view, 0 or 1), keeper (the inner
+// keeper's pid, without a pid namespace), ready, fail, execfail (the
+// command's execve failed), exit;
 // a fail message carries the errno ("errno", "op") when a call failed, so
 // that running out of resources is told from a host that cannot confine. The
 // command is argv[1..]; the spec's "extra" files are the runner's fds 4..,
@@ -807,9 +808,12 @@ static void runner_main(char **argv) {
 		}
 		if (notify) {
 			// The supervisor takes the listener with pidfd_getfd and
-			// acknowledges; only then may it be closed here.
-			char lm[64], ack[64];
-			snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":%ld}", lfd);
+			// acknowledges; only then may it be closed here. It learns
+			// whether the command has a mount view now, before any
+			// notification: without one it refuses what Landlock cannot
+			// see (ioctl-only opens, truncation below ABI 3, openat2).
+			char lm[96], ack[64];
+			snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":%ld,\"mount_view\":%d}", lfd, mount_view ? 1 : 0);
 			if (send_msg(lm) < 0) fail("pass seccomp listener: %s", strerror(errno));
 			ssize_t an = recv_msg(ack, sizeof ack - 1);
 			if (an <= 0) _exit(125);

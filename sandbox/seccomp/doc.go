@@ -7,7 +7,10 @@
 //
 //   - Errno rules deny silently in the kernel: clone3 (ENOSYS, so libc falls
 //     back to clone, whose flags can be filtered), io_uring (EPERM), non-unix
-//     socketpair (EACCES).
+//     socketpair (EACCES); without user notification, on a host where no
+//     mount view backs Landlock, also open/openat with access mode 3 and
+//     (Landlock ABI < 3) truncate and non-writable O_TRUNC opens (EACCES),
+//     and openat2 (ENOSYS): see [Spec].
 //   - Deny rules route the call to the supervisor, which answers with the
 //     listed errno and records a denial fact: ptrace, mount family, namespace
 //     creation, keyring, bpf, perf, userfaultfd, kexec, modules, TIOCSTI...

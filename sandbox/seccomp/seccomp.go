@@ -82,8 +82,48 @@ type Spec struct {
 	// Notify routes reportable calls to a user-notification listener. Without
 	// it (kernel < 5.0) they are denied in the kernel: no facts, and connect()
 	// is denied outright when the network is off.
+	//
+	// With Notify, open and openat with access mode 3 are routed too (besides
+	// write flags, O_CREAT and O_TRUNC), and so are truncate and openat2: the
+	// supervisor learns from the runner whether the command got a mount view
+	// and refuses, from the call's registers alone, what Landlock cannot
+	// stop without one (see DenyTruncate and DenyIoctlOpen).
 	Notify bool
+	// DenyTruncate (only without Notify; for a host with no mount view and
+	// Landlock ABI < 3, which does not handle LANDLOCK_ACCESS_FS_TRUNCATE):
+	// truncate(2) fails with EACCES, and so do open and openat with O_TRUNC
+	// and an access mode that is not writable (O_RDONLY, or 3), which Linux
+	// honours when DAC allows writing. ftruncate needs an fd open for
+	// writing, and open(O_WRONLY|O_TRUNC) is Landlock's WRITE_FILE: both stay
+	// allowed.
+	DenyTruncate bool
+	// DenyIoctlOpen (only without Notify; for a host with no mount view):
+	// open and openat with access mode 3 (O_ACCMODE: read and write
+	// permission checked, an fd usable only for ioctl) fail with EACCES.
+	// Landlock requires no right at all for that access mode, so without it
+	// a command could open, and ioctl, any file or device DAC lets it.
+	DenyIoctlOpen bool
+	// (With DenyTruncate or DenyIoctlOpen, openat2 fails with ENOSYS: its
+	// flags lie in a struct the filter cannot see, and every caller falls
+	// back to openat.)
 }
+
+// kernelOpenRules reports whether the filter refuses some opens, truncate
+// and openat2 itself (no supervisor decides them).
+func (s Spec) kernelOpenRules() bool { return s.DenyTruncate || s.DenyIoctlOpen }
+
+func (s Spec) validate() error {
+	if s.Notify && s.kernelOpenRules() {
+		// With a listener the supervisor decides these per run, from the
+		// runner's mount view: kernel rules would overlap the routing ones.
+		return fmt.Errorf("seccomp: DenyTruncate and DenyIoctlOpen are for filters without user notification (%+v)", s)
+	}
+	return nil
+}
+
+// AccModeIoctl is the access mode 3 of open(2) (O_ACCMODE): read and write
+// permission are checked, and the fd is usable only for ioctl.
+const AccModeIoctl = unix.O_ACCMODE
 
 var denyCalls = []struct {
 	op    string
@@ -126,27 +166,33 @@ const UserfaultfdIocNew = 0xAA00
 // stop the ioctl, but not on older kernels nor without Landlock.
 var deniedIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX, UserfaultfdIocNew}
 
-// index numbers the four variants of Spec.
+// index numbers the variants of Spec (a bit per field; specOf inverts it).
 func (s Spec) index() int {
 	i := 0
-	if s.Network {
-		i |= 1
-	}
-	if s.Notify {
-		i |= 2
+	for bit, on := range []bool{s.Network, s.Notify, s.DenyTruncate, s.DenyIoctlOpen} {
+		if on {
+			i |= 1 << bit
+		}
 	}
 	return i
+}
+
+// numVariants is the number of values of Spec.
+const numVariants = 1 << 4
+
+func specOf(i int) Spec {
+	return Spec{Network: i&1 != 0, Notify: i&2 != 0, DenyTruncate: i&4 != 0, DenyIoctlOpen: i&8 != 0}
 }
 
 // variants memoizes Table and Program: both are pure functions of the Spec
 // (and of this host's libseccomp), and building them costs about 0.2 ms a
 // command.
-var variants = func() (v [4]struct {
+var variants = func() (v [numVariants]struct {
 	table   func() (map[int32]Rule, error)
 	program func() ([]byte, error)
 }) {
 	for i := range v {
-		s := Spec{Network: i&1 != 0, Notify: i&2 != 0}
+		s := specOf(i)
 		v[i].table = sync.OnceValues(func() (map[int32]Rule, error) { return table(s) })
 		v[i].program = sync.OnceValues(func() ([]byte, error) { return program(s) })
 	}
@@ -167,6 +213,9 @@ func Program(s Spec) ([]byte, error) {
 }
 
 func table(s Spec) (map[int32]Rule, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
 	t := map[int32]Rule{}
 	add := func(name string, r Rule) error {
 		nr, err := libseccomp.GetSyscallFromName(name)
@@ -260,6 +309,9 @@ func errnoAct(e unix.Errno) libseccomp.ScmpAction {
 }
 
 func build(s Spec) (*libseccomp.ScmpFilter, error) {
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
 	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
 	if err != nil {
 		return nil, fmt.Errorf("seccomp: new filter: %w", err)
@@ -301,17 +353,43 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 				r.masked(call, act(rule), 1, 0xffffffff, req)
 			}
 		case "open", "openat":
-			if !s.Notify {
-				continue // Landlock and the mount view enforce; nothing to report
-			}
 			arg := uint(1)
 			if rule.Name == "openat" {
 				arg = 2
 			}
+			if !s.Notify {
+				// Landlock and the mount view enforce writes; nothing to
+				// report. What Landlock cannot see without a mount view is
+				// refused here (the flags are an int: masks below 2^32).
+				deny := errnoAct(unix.EACCES)
+				if s.DenyIoctlOpen {
+					r.masked(call, deny, arg, unix.O_ACCMODE, AccModeIoctl)
+				}
+				if s.DenyTruncate {
+					r.masked(call, deny, arg, unix.O_ACCMODE|unix.O_TRUNC, unix.O_RDONLY|unix.O_TRUNC)
+					if !s.DenyIoctlOpen {
+						r.masked(call, deny, arg, unix.O_ACCMODE|unix.O_TRUNC, AccModeIoctl|unix.O_TRUNC)
+					}
+				}
+				continue
+			}
 			r.masked(call, act(rule), arg, unix.O_ACCMODE, unix.O_WRONLY)
 			r.masked(call, act(rule), arg, unix.O_ACCMODE, unix.O_RDWR)
+			r.masked(call, act(rule), arg, unix.O_ACCMODE, AccModeIoctl)
 			r.masked(call, act(rule), arg, unix.O_CREAT, unix.O_CREAT)
 			r.masked(call, act(rule), arg, unix.O_TRUNC, unix.O_TRUNC)
+		case "truncate":
+			if s.Notify {
+				r.plain(call, act(rule))
+			} else if s.DenyTruncate {
+				r.plain(call, errnoAct(unix.EACCES))
+			}
+		case "openat2":
+			if s.Notify {
+				r.plain(call, act(rule))
+			} else if s.kernelOpenRules() {
+				r.plain(call, errnoAct(unix.ENOSYS))
+			}
 		case "socket":
 			r.notEqual(call, act(rule), 0, unix.AF_UNIX)
 		case "sendto":

@@ -15,12 +15,18 @@
 //	                                     pidfd_getfd (no supervisor can take a
 //	                                     seccomp listener: no user
 //	                                     notification)
+//	degrade abi2 PROGRAM [ARG...]        a kernel with Landlock ABI 2 (Debian
+//	                                     12's 6.1): see abi2 below
+//
+// Profiles combine with "+" (docker+abi2): one filter holds the rules of
+// all of them.
 package main
 
 import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 
 	seccomp "github.com/seccomp/libseccomp-golang"
@@ -59,12 +65,31 @@ func profiles() map[string][]rule {
 }
 
 func main() {
-	rules, ok := profiles()[arg(1)]
-	if !ok || len(os.Args) < 3 {
-		fmt.Fprintln(os.Stderr, "usage: degrade nolandlock|usernsonly|docker PROGRAM [ARG...]")
-		os.Exit(2)
+	if arg(1) == abi2ServerArg {
+		os.Exit(abi2Server())
 	}
-	if err := load(rules); err != nil {
+	var rules []rule
+	spoofABI := false
+	for _, name := range strings.Split(arg(1), "+") {
+		r, ok := profiles()[name]
+		switch {
+		case name == "abi2":
+			spoofABI = true
+		case !ok:
+			usage()
+		}
+		rules = append(rules, r...)
+	}
+	if len(os.Args) < 3 {
+		usage()
+	}
+	var err error
+	if spoofABI {
+		err = loadABI2(rules)
+	} else {
+		err = load(rules)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "degrade:", err)
 		os.Exit(126)
 	}
@@ -78,6 +103,11 @@ func main() {
 	os.Exit(126)
 }
 
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: degrade nolandlock|usernsonly|docker|abi2[+...] PROGRAM [ARG...]")
+	os.Exit(2)
+}
+
 func arg(i int) string {
 	if i < len(os.Args) {
 		return os.Args[i]
@@ -86,11 +116,27 @@ func arg(i int) string {
 }
 
 func load(rules []rule) error {
-	f, err := seccomp.NewFilter(seccomp.ActAllow)
+	f, err := filter(rules)
 	if err != nil {
 		return err
 	}
 	defer f.Release()
+	return f.Load()
+}
+
+func filter(rules []rule) (*seccomp.ScmpFilter, error) {
+	f, err := seccomp.NewFilter(seccomp.ActAllow)
+	if err != nil {
+		return nil, err
+	}
+	if err := addRules(f, rules); err != nil {
+		f.Release()
+		return nil, err
+	}
+	return f, nil
+}
+
+func addRules(f *seccomp.ScmpFilter, rules []rule) error {
 	for _, r := range rules {
 		nr, err := seccomp.GetSyscallFromName(r.name)
 		if err != nil {
@@ -113,5 +159,132 @@ func load(rules []rule) error {
 			return fmt.Errorf("rule %s: %w", r.name, err)
 		}
 	}
-	return f.Load()
+	return nil
+}
+
+// abi2: the program's first Landlock version queries
+// (landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)) return
+// 2, so dsh-sandbox-run builds its ruleset for ABI 2: no TRUNCATE, no
+// IOCTL_DEV, no scopes in the handled rights, which this kernel then
+// enforces as a 6.1 kernel does. The answer comes from a user-notification
+// listener held by a server process started before the filter (so not
+// filtered itself). A filter chain may hold only one listener, and the
+// sandbox's runner needs its own: the server also receives
+// setsockopt(SOL_SOCKET, SO_SNDBUF) — which dsh-sandbox-run makes on its
+// control socket before it starts a runner, ignoring the result — and,
+// once it has answered a version query, closes the listener while that
+// call waits: the call fails with ENOSYS, and only then does the
+// supervisor go on and start the runner, whose listener the kernel now
+// accepts. No race: the close happens before the waiting call returns.
+// Every later version query (the command's, a second preparation's) fails
+// with ENOSYS, as without Landlock. Should dsh-sandbox-run stop making that
+// setsockopt call, its runner fails with EBUSY, loudly.
+const abi2ServerArg = "__abi2-server"
+
+func loadABI2(rules []rule) error {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	srv := os.NewFile(uintptr(pair[1]), "abi2-server")
+	proc, err := os.StartProcess("/proc/self/exe", []string{"degrade", abi2ServerArg},
+		&os.ProcAttr{Files: []*os.File{nil, nil, os.Stderr, srv}})
+	srv.Close()
+	if err != nil {
+		unix.Close(pair[0])
+		return fmt.Errorf("start the abi2 server: %w", err)
+	}
+	proc.Release()
+	f, err := filter(rules)
+	if err != nil {
+		return err
+	}
+	defer f.Release()
+	for _, c := range []struct {
+		name  string
+		conds [][3]uint64 // arg, mask, value
+	}{
+		{"landlock_create_ruleset", [][3]uint64{{0, ^uint64(0), 0}, {1, ^uint64(0), 0}, {2, 0xffffffff, 1}}},
+		{"setsockopt", [][3]uint64{{1, 0xffffffff, unix.SOL_SOCKET}, {2, 0xffffffff, unix.SO_SNDBUF}}},
+	} {
+		nr, err := seccomp.GetSyscallFromName(c.name)
+		if err != nil {
+			return err
+		}
+		var conds []seccomp.ScmpCondition
+		for _, x := range c.conds {
+			cond, err := seccomp.MakeCondition(uint(x[0]), seccomp.CompareMaskedEqual, x[1], x[2])
+			if err != nil {
+				return err
+			}
+			conds = append(conds, cond)
+		}
+		if err := f.AddRuleConditional(nr, seccomp.ActNotify, conds); err != nil {
+			return fmt.Errorf("rule %s: %w", c.name, err)
+		}
+	}
+	if err := f.Load(); err != nil {
+		return err
+	}
+	lfd, err := f.GetNotifFd()
+	if err != nil {
+		return err
+	}
+	err = unix.Sendmsg(pair[0], []byte{1}, unix.UnixRights(int(lfd)), nil, 0)
+	unix.Close(int(lfd))
+	unix.Close(pair[0])
+	return err
+}
+
+// abi2Server serves the listener it receives on fd 3 (see loadABI2).
+func abi2Server() int {
+	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(3, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	unix.Close(3)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "degrade abi2 server:", err)
+		return 1
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		fmt.Fprintln(os.Stderr, "degrade abi2 server: no listener", err)
+		return 1
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		fmt.Fprintln(os.Stderr, "degrade abi2 server: no listener", err)
+		return 1
+	}
+	lfd := seccomp.ScmpFd(fds[0])
+	answered := false
+	for {
+		// POLLHUP: every process under the filter is gone.
+		pfd := []unix.PollFd{{Fd: int32(lfd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			return 1
+		}
+		if pfd[0].Revents&unix.POLLIN == 0 {
+			return 0
+		}
+		req, err := seccomp.NotifReceive(lfd)
+		if err != nil {
+			continue // the caller is gone
+		}
+		name, _ := req.Data.Syscall.GetName()
+		switch {
+		case name == "landlock_create_ruleset":
+			seccomp.NotifRespond(lfd, &seccomp.ScmpNotifResp{ID: req.ID, Val: 2})
+			answered = true
+		case !answered:
+			seccomp.NotifRespond(lfd, &seccomp.ScmpNotifResp{ID: req.ID, Flags: seccomp.NotifRespFlagContinue})
+		default:
+			// The supervisor's SO_SNDBUF, before its runner starts: the
+			// close fails it with ENOSYS and frees the chain's listener.
+			unix.Close(int(lfd))
+			return 0
+		}
+	}
 }
