@@ -49,6 +49,11 @@ if [ -z "${KERNEL_PKG:-}" ]; then
     *) die "KERNEL=$KERNEL: expected 6.1 or 6.12 (or set KERNEL_PKG)" ;;
   esac
   KERNEL_PKG="$(apt-cache search --names-only "$pattern" | cut -d' ' -f1 | sort -V | tail -n1)"
+  if [ -z "$KERNEL_PKG" ] && [ "$(id -u)" = 0 ]; then
+    log "no $pattern in apt's lists: apt-get update"
+    apt-get update -qq || true
+    KERNEL_PKG="$(apt-cache search --names-only "$pattern" | cut -d' ' -f1 | sort -V | tail -n1)"
+  fi
   [ -n "$KERNEL_PKG" ] || die "no package matches $pattern (run apt-get update; bookworm-security for 6.12)"
 fi
 kdir="$VM_CACHE/$KERNEL_PKG"
