@@ -25,13 +25,16 @@ type preparation struct {
 	landlockErr string
 	ruleset     *os.File
 	bpf         []byte
+	filter      seccomp.Spec // what bpf was built from
 	notify      bool
 	// carved: the ruleset leaves every protected path out of every write
 	// right (landlock.Options.CarveProtected).
 	carved bool
 }
 
-func prepare(p modes.Policy) (*preparation, error) {
+// prepare builds what a runner needs for policy p, with a Landlock ABI of
+// at most maxABI (0: the kernel's; see Cmd.LandlockABI).
+func prepare(p modes.Policy, maxABI int) (*preparation, error) {
 	prep := &preparation{policy: p}
 	if !p.Mode.Confines() {
 		return prep, nil
@@ -42,12 +45,16 @@ func prepare(p modes.Policy) (*preparation, error) {
 	// The supervisor takes the listener, and performs socket calls, with
 	// pidfd_getfd (5.6): without it, no user notification.
 	prep.notify = seccomp.NotifySupported() && pidfdGetfdSupported()
-	bpf, err := seccomp.Program(seccomp.Spec{Network: p.Network, Notify: prep.notify})
+	abi, abiErr := effectiveABI(maxABI)
+	// Below ABI 6 Landlock does not scope signals: the supervisor judges
+	// them (signal_linux.go).
+	prep.filter = seccomp.Spec{Network: p.Network, Notify: prep.notify, Signals: prep.notify && abi < 6}
+	bpf, err := seccomp.Program(prep.filter)
 	if err != nil {
 		return nil, err
 	}
 	prep.bpf = bpf
-	if abi, err := landlock.ABI(); err != nil {
+	if err := abiErr; err != nil {
 		prep.landlockErr = err.Error()
 	} else {
 		// Without user notification no supervisor pre-denies writes to the
@@ -63,6 +70,19 @@ func prepare(p modes.Policy) (*preparation, error) {
 		prep.carved = carve && len(landlock.Carved(p)) == len(p.Protected)
 	}
 	return prep, nil
+}
+
+// effectiveABI is the kernel's Landlock ABI, capped at maxABI when that is
+// positive.
+func effectiveABI(maxABI int) (int, error) {
+	abi, err := landlock.ABI()
+	if err != nil {
+		return 0, err
+	}
+	if maxABI > 0 && maxABI < abi {
+		abi = maxABI
+	}
+	return abi, nil
 }
 
 func (prep *preparation) close() {

@@ -41,6 +41,10 @@ const (
 	// process group or user for setpriority/ioprio_set); only routed when
 	// it does not name the caller itself.
 	KindSched
+	// KindSignal: a call that sends a signal to another process, process
+	// group or thread (Rule.PidArg names it; for pidfd_send_signal it is a
+	// pidfd); routed only when Spec.Signals.
+	KindSignal
 )
 
 // Rule describes one notified system call.
@@ -68,6 +72,19 @@ var schedCalls = []struct {
 	{"sched_setaffinity", 0}, {"sched_setscheduler", 0}, {"sched_setparam", 0}, {"sched_setattr", 0},
 }
 
+// signalCalls send a signal to a process named by a pid argument (a
+// pidfd for pidfd_send_signal). Landlock scopes signals from ABI 6; before
+// it, and without a pid namespace, a command could signal every process of
+// its user. Routed when the pid argument is not 0 (kill(0, sig) is the
+// caller's own process group).
+var signalCalls = []struct {
+	name   string
+	pidArg int
+}{
+	{"kill", 0}, {"tkill", 0}, {"tgkill", 0}, {"rt_sigqueueinfo", 0}, {"rt_tgsigqueueinfo", 0},
+	{"pidfd_send_signal", 0},
+}
+
 // Which-values of setpriority (PRIO_USER) and ioprio_set (IOPRIO_WHO_USER)
 // that name every process of a user, "who" 0 being the caller's.
 const (
@@ -83,6 +100,10 @@ type Spec struct {
 	// it (kernel < 5.0) they are denied in the kernel: no facts, and connect()
 	// is denied outright when the network is off.
 	Notify bool
+	// Signals routes signal calls (kill, tkill, tgkill, rt_*sigqueueinfo,
+	// pidfd_send_signal) to the listener: set it where Landlock does not
+	// scope signals (ABI < 6). Only with Notify.
+	Signals bool
 }
 
 var denyCalls = []struct {
@@ -134,19 +155,25 @@ func (s Spec) index() int {
 	}
 	if s.Notify {
 		i |= 2
+		if s.Signals {
+			i |= 4
+		}
 	}
 	return i
 }
 
+// nVariants is the number of distinct Spec indexes.
+const nVariants = 8
+
 // variants memoizes Table and Program: both are pure functions of the Spec
 // (and of this host's libseccomp), and building them costs about 0.2 ms a
 // command.
-var variants = func() (v [4]struct {
+var variants = func() (v [nVariants]struct {
 	table   func() (map[int32]Rule, error)
 	program func() ([]byte, error)
 }) {
 	for i := range v {
-		s := Spec{Network: i&1 != 0, Notify: i&2 != 0}
+		s := Spec{Network: i&1 != 0, Notify: i&2 != 0, Signals: i&4 != 0}
 		v[i].table = sync.OnceValues(func() (map[int32]Rule, error) { return table(s) })
 		v[i].program = sync.OnceValues(func() ([]byte, error) { return program(s) })
 	}
@@ -203,6 +230,13 @@ func table(s Spec) (map[int32]Rule, error) {
 	for _, c := range schedCalls {
 		if err := add(c.name, Rule{Kind: KindSched, Op: "sched", Errno: unix.EPERM, PidArg: c.pidArg}); err != nil {
 			return nil, err
+		}
+	}
+	if s.Notify && s.Signals {
+		for _, c := range signalCalls {
+			if err := add(c.name, Rule{Kind: KindSignal, Op: "signal", Errno: unix.EPERM, PidArg: c.pidArg}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if s.Notify {
@@ -328,7 +362,11 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 			}
 			r.masked(call, act(rule), 0, 0xffffffff, user)
 		default:
-			if rule.Kind == KindSched {
+			if rule.Name == "pidfd_send_signal" {
+				r.plain(call, act(rule)) // fd 0 may well be a pidfd
+				continue
+			}
+			if rule.Kind == KindSched || rule.Kind == KindSignal {
 				// Another process: the pid argument is not 0.
 				r.notEqual(call, act(rule), uint(rule.PidArg), 0)
 				continue
