@@ -185,9 +185,10 @@ type probeMode struct {
 type probeJSON struct {
 	Version  int `json:"version"`
 	Landlock struct {
-		ABI      int      `json:"abi"`
-		Features []string `json:"features"`
-		Error    string   `json:"error"`
+		ABI       int      `json:"abi"`
+		KernelABI int      `json:"kernel_abi"`
+		Features  []string `json:"features"`
+		Error     string   `json:"error"`
 	} `json:"landlock"`
 	Seccomp struct {
 		Available bool `json:"available"`

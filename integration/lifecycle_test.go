@@ -97,13 +97,13 @@ func TestSIGKILLOfRunnerNoSurvivor(t *testing.T) {
 // sigkillNoSurvivor starts a command with a setsid daemon and a double-forked
 // one under dsh-sandbox-run (behind wrap, e.g. a degraded-host simulation),
 // SIGKILLs dsh-sandbox-run, and checks that nothing of the command survives.
-func sigkillNoSurvivor(t *testing.T, id identity, mode string, wrap []string) {
+func sigkillNoSurvivor(t *testing.T, id identity, mode string, wrap []string, flags ...string) {
 	ws := id.workspace(t)
 	daemon := uniqueSleep(t)
 	main := uniqueSleep(t)
 	s := id.start(t, runOpts{
 		Wrap:  wrap,
-		Flags: sandboxFlags(mode, ws),
+		Flags: sandboxFlags(mode, ws, flags...),
 		Argv: bash(`setsid nohup sleep "$D" >/dev/null 2>&1 < /dev/null &
 ( ( exec sleep "$D" </dev/null >/dev/null 2>&1 & ) & )
 for i in $(seq 200); do [ "$(pgrep -c -f "^sleep $D\$")" = 2 ] && break; sleep 0.02; done

@@ -100,31 +100,52 @@ func TestProcSysReadOnly(t *testing.T) {
 }
 
 // TestProbeMissingExact: the probe's missing list of each confined mode is
-// exactly what the host configuration cannot guarantee.
+// exactly what the host configuration cannot guarantee, at the kernel's
+// Landlock ABI and capped below it (--landlock-abi: the older kernels'
+// lists); the probe says which ABI it used and the kernel's.
 func TestProbeMissingExact(t *testing.T) {
 	forEachHost(t, func(t *testing.T, h hostConfig, id identity) {
-		abi, _ := landlockABI()
-		var want []string
-		if !h.mountView() {
-			want = []string{"protected-paths", "metadata-writes", "process-visibility"}
-			if abi < 6 {
-				want = append(want, "signal-isolation")
+		kernel, _ := landlockABI()
+		for _, abiCap := range abiCaps(kernel) {
+			abi, flags := kernel, []string{"--probe", "--json"}
+			if abiCap != "" {
+				abi, _ = strconv.Atoi(abiCap)
+				flags = append(flags, "--landlock-abi", abiCap)
 			}
-			// No "truncate" below ABI 3: the supervisor refuses truncation
-			// without a mount view (openguard_test.go).
-			want = append(want, "ipc-isolation")
-		}
-		r := id.run(t, runOpts{Wrap: h.wrap(), Flags: []string{"--probe", "--json"}, NoReport: true, Dir: id.workspace(t)})
-		requireExit(t, r, 0)
-		p := parseProbe(t, r)
-		for _, m := range confinedModes {
-			w := append([]string{}, want...)
-			if m == "read-only" && len(w) > 0 {
-				w = w[1:] // protected paths are a workspace-write guarantee
-			}
-			if got := p.Modes[m].Missing; !reflect.DeepEqual(got, w) {
-				t.Errorf("modes[%s].missing = %q, want %q", m, got, w)
-			}
+			t.Run("abi "+strconv.Itoa(abi), func(t *testing.T) {
+				var want []string
+				if !h.mountView() {
+					// (signal-isolation holds below ABI 6 too: the
+					// supervisor judges signals there; no "truncate" below
+					// ABI 3 either: the supervisor refuses truncation
+					// without a mount view, openguard_test.go.)
+					want = []string{"protected-paths", "metadata-writes", "process-visibility", "ipc-isolation"}
+				}
+				r := id.run(t, runOpts{Wrap: h.wrap(), Flags: flags, NoReport: true, Dir: id.workspace(t)})
+				requireExit(t, r, 0)
+				p := parseProbe(t, r)
+				if h.d != &degradedNoLandlock {
+					if p.Landlock.ABI != abi {
+						t.Errorf("landlock.abi = %d, want %d", p.Landlock.ABI, abi)
+					}
+					wantKernel := 0
+					if abi != kernel {
+						wantKernel = kernel
+					}
+					if p.Landlock.KernelABI != wantKernel {
+						t.Errorf("landlock.kernel_abi = %d, want %d", p.Landlock.KernelABI, wantKernel)
+					}
+				}
+				for _, m := range confinedModes {
+					w := append([]string{}, want...)
+					if m == "read-only" && len(w) > 0 {
+						w = w[1:] // protected paths are a workspace-write guarantee
+					}
+					if got := p.Modes[m].Missing; !reflect.DeepEqual(got, w) {
+						t.Errorf("modes[%s].missing = %q, want %q", m, got, w)
+					}
+				}
+			})
 		}
 	})
 }

@@ -89,6 +89,11 @@ type Cmd struct {
 	// Runner is the binary re-executed as the runner: any binary that
 	// links this package. "" means this executable (/proc/self/exe).
 	Runner string
+	// LandlockABI, when positive, caps the Landlock ABI the sandbox uses
+	// (0: the kernel's): the command is confined as on an older kernel,
+	// with every compensation and every missing guarantee that kernel
+	// gets. It never removes Landlock; it cannot raise the kernel's ABI.
+	LandlockABI int
 
 	proc     *os.Process
 	tree     *processTree // the runner's processes (tree_linux.go)
@@ -148,7 +153,10 @@ func (c *Cmd) Start() error {
 		// since it started.
 		runnerPath = selfExe
 	}
-	prep, err := prepare(c.Policy)
+	if c.LandlockABI < 0 {
+		return &SetupError{Detail: fmt.Sprintf("LandlockABI must not be negative, got %d", c.LandlockABI)}
+	}
+	prep, err := prepare(c.Policy, c.LandlockABI)
 	if err != nil {
 		if re := resourceError("prepare the sandbox", err); re != nil {
 			return re
@@ -247,7 +255,13 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		case msgKeeper:
 			tree.setKeeper(m.Pid, false)
 		case msgListener:
-			lfd, err := takeFD(confined, m.FD)
+			// The listener's copy is held by the process that names it:
+			// the keeper (its pid given), or the namespace's init.
+			from := confined
+			if m.Pid > 0 {
+				from = m.Pid
+			}
+			lfd, err := takeFD(from, m.FD)
 			if err != nil {
 				if re := resourceError("take the seccomp listener", err); re != nil {
 					cleanup()
@@ -260,7 +274,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				return abort(fmt.Sprintf("the runner's fd %d is not a seccomp listener (%q)", m.FD, link))
 			}
 			guard := openGuardFor(m.MountView == 1, c.prep.abi)
-			if n, err = newNotifier(lfd, c.Policy, facts, proc.Pid, c.prep.ruleset, guard); err != nil {
+			if n, err = newNotifier(lfd, c.prep.filter, c.Policy, facts, proc.Pid, c.prep.ruleset, guard); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {
 					cleanup()
 					return re

@@ -42,8 +42,10 @@ const (
 	MissingDeviceWrites = "device-writes"
 	// No pid namespace: host processes are visible in /proc (e.g. cmdline).
 	MissingProcessVisibility = "process-visibility"
-	// No pid namespace and Landlock ABI < 6: host processes of the same user
-	// can be signalled.
+	// No pid namespace, Landlock ABI < 6 and no seccomp user notification:
+	// host processes of the same user can be signalled. (With notification
+	// the supervisor lets signals reach only the sandbox's processes, see
+	// signal_linux.go.)
 	MissingSignalIsolation = "signal-isolation"
 	// No ipc namespace: host System V IPC and POSIX message queues are reachable.
 	MissingIPCIsolation = "ipc-isolation"
@@ -118,7 +120,7 @@ func assess(m modes.Mode, l layers) Enforcement {
 	miss(!l.mountView, MissingMetadataWrites)
 	miss(l.landlockABI == 0 && !(l.mountView && pidIsolated), MissingDeviceWrites)
 	miss(!pidIsolated, MissingProcessVisibility)
-	miss(!pidIsolated && l.landlockABI < 6, MissingSignalIsolation)
+	miss(!pidIsolated && l.landlockABI < 6 && !l.notify, MissingSignalIsolation)
 	miss(!l.ns.IPC, MissingIPCIsolation)
 	miss(!l.notify, MissingDenialFacts)
 	e.Level = LevelFull

@@ -25,13 +25,15 @@ func TestAssess(t *testing.T) {
 		// Truncation is refused by the filter (the supervisor without a
 		// mount view, the kernel without notify): nothing missing for it.
 		{"no user namespaces, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, notify: true}, LevelPartial,
-			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation}},
+			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation}},
 		{"docker, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, carved: true}, LevelPartial,
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingDenialFacts}},
 		{"no landlock", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, seccomp: true, notify: true}, LevelFull,
 			[]string{}},
 		{"no landlock, no fresh proc", modes.ReadOnly, layers{ns: allNS, mountView: true, seccomp: true, notify: true}, LevelPartial,
-			[]string{MissingDeviceWrites, MissingProcessVisibility, MissingSignalIsolation}},
+			[]string{MissingDeviceWrites, MissingProcessVisibility}},
+		{"no landlock, no fresh proc, no notify", modes.ReadOnly, layers{ns: allNS, mountView: true, seccomp: true}, LevelPartial,
+			[]string{MissingDeviceWrites, MissingProcessVisibility, MissingSignalIsolation, MissingDenialFacts}},
 		{"no fresh proc", modes.ReadOnly, layers{ns: allNS, mountView: true, landlockABI: 7, seccomp: true, notify: true}, LevelPartial,
 			[]string{MissingProcessVisibility}},
 		{"no notify", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true}, LevelPartial,
@@ -40,6 +42,8 @@ func TestAssess(t *testing.T) {
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation, MissingDenialFacts}},
 		{"docker: a protected path not carved", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true}, LevelPartial,
 			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation, MissingDenialFacts}},
+		{"docker, old landlock: nothing judges signals", modes.ReadOnly, layers{landlockABI: 5, seccomp: true}, LevelPartial,
+			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingDenialFacts}},
 		{"danger", modes.DangerFullAccess, layers{}, LevelNone, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -142,12 +142,12 @@ func (n *notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow
 	return p
 }
 
-// newNotifier serves listener fd for the sandbox of policy p, whose runner
-// (the relay) is process relay and whose Landlock ruleset, if any, is
-// ruleset (the notifier keeps a duplicate); guard is what it refuses
-// outright (see openGuardFor).
-func newNotifier(fd int, p modes.Policy, facts *factLog, relay int, ruleset *os.File, guard openGuard) (*notifier, error) {
-	table, err := seccomp.Table(seccomp.Spec{Network: p.Network, Notify: true})
+// newNotifier serves listener fd of a filter built from spec for the
+// sandbox of policy p, whose runner (the relay) is process relay and whose
+// Landlock ruleset, if any, is ruleset (the notifier keeps a duplicate);
+// guard is what it refuses outright (see openGuardFor).
+func newNotifier(fd int, spec seccomp.Spec, p modes.Policy, facts *factLog, relay int, ruleset *os.File, guard openGuard) (*notifier, error) {
+	table, err := seccomp.Table(spec)
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -337,6 +337,8 @@ func (n *notifier) handle(req *seccomp.Notif) {
 		n.respond(req, n.bind(req, rule))
 	case seccomp.KindSched:
 		n.respond(req, n.schedVerdict(req, rule))
+	case seccomp.KindSignal:
+		n.respond(req, n.signalVerdict(req, rule))
 	}
 }
 

@@ -103,7 +103,7 @@ func TestFilterSpec(t *testing.T) {
 		landlockOK bool
 		want       seccomp.Spec
 	}{
-		{"notify, old landlock", false, true, 2, true, seccomp.Spec{Notify: true}},
+		{"notify, old landlock", false, true, 2, true, seccomp.Spec{Notify: true, Signals: true}}, // signals judged below ABI 6
 		{"notify, network", true, true, 7, true, seccomp.Spec{Network: true, Notify: true}},
 		{"no notify, abi 7", false, false, 7, true, seccomp.Spec{DenyIoctlOpen: true}},
 		{"no notify, abi 3", true, false, 3, true, seccomp.Spec{Network: true, DenyIoctlOpen: true}},

@@ -25,13 +25,16 @@ type preparation struct {
 	landlockErr string
 	ruleset     *os.File
 	bpf         []byte
+	filter      seccomp.Spec // what bpf was built from
 	notify      bool
 	// carved: the ruleset leaves every protected path out of every write
 	// right (landlock.Options.CarveProtected).
 	carved bool
 }
 
-func prepare(p modes.Policy) (*preparation, error) {
+// prepare builds what a runner needs for policy p, with a Landlock ABI of
+// at most maxABI (0: the kernel's; see Cmd.LandlockABI).
+func prepare(p modes.Policy, maxABI int) (*preparation, error) {
 	prep := &preparation{policy: p}
 	if !p.Mode.Confines() {
 		return prep, nil
@@ -42,8 +45,9 @@ func prepare(p modes.Policy) (*preparation, error) {
 	// The supervisor takes the listener, and performs socket calls, with
 	// pidfd_getfd (5.6): without it, no user notification.
 	prep.notify = seccomp.NotifySupported() && pidfdGetfdSupported()
-	abi, abiErr := landlock.ABI()
-	bpf, err := seccomp.Program(filterSpec(p, prep.notify, abi, abiErr == nil))
+	abi, abiErr := effectiveABI(maxABI)
+	prep.filter = filterSpec(p, prep.notify, abi, abiErr == nil)
+	bpf, err := seccomp.Program(prep.filter)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +85,23 @@ func filterSpec(p modes.Policy, notify bool, abi int, landlockOK bool) seccomp.S
 		s.DenyIoctlOpen = true
 		s.DenyTruncate = abi < 3
 	}
+	// Below ABI 6 Landlock does not scope signals: the supervisor judges
+	// them (signal_linux.go).
+	s.Signals = notify && abi < 6
 	return s
+}
+
+// effectiveABI is the kernel's Landlock ABI, capped at maxABI when that is
+// positive.
+func effectiveABI(maxABI int) (int, error) {
+	abi, err := landlock.ABI()
+	if err != nil {
+		return 0, err
+	}
+	if maxABI > 0 && maxABI < abi {
+		abi = maxABI
+	}
+	return abi, nil
 }
 
 func (prep *preparation) close() {

@@ -26,9 +26,13 @@ type ProbeReport struct {
 
 // LandlockProbe is the Landlock part of a ProbeReport.
 type LandlockProbe struct {
-	ABI      int      `json:"abi"`
-	Features []string `json:"features"`
-	Error    string   `json:"error,omitempty"`
+	// ABI is the ABI the sandbox uses: the kernel's, or less when capped
+	// (ProbeOptions.LandlockABI, --landlock-abi), then KernelABI says the
+	// kernel's.
+	ABI       int      `json:"abi"`
+	KernelABI int      `json:"kernel_abi,omitempty"`
+	Features  []string `json:"features"`
+	Error     string   `json:"error,omitempty"`
 }
 
 // SeccompProbe is the seccomp part of a ProbeReport.
@@ -57,11 +61,29 @@ type ModeProbe struct {
 // under each confined mode (workspace: ws) with runner as the runner binary
 // ("" for this executable), and reports the layers each got.
 func Probe(runner, ws string) ProbeReport {
+	return ProbeWith(ProbeOptions{Runner: runner, Workspace: ws})
+}
+
+// ProbeOptions are the inputs of ProbeWith.
+type ProbeOptions struct {
+	Runner    string // the runner binary; "" for this executable
+	Workspace string // the workspace of the probing commands
+	// LandlockABI caps the Landlock ABI as Cmd.LandlockABI does.
+	LandlockABI int
+}
+
+// ProbeWith is Probe with options.
+func ProbeWith(o ProbeOptions) ProbeReport {
 	r := ProbeReport{Version: 1, Modes: map[string]ModeProbe{}, Confined: true}
-	if abi, err := landlock.ABI(); err != nil {
+	ws := o.Workspace
+	if kernel, err := landlock.ABI(); err != nil {
 		r.Landlock = LandlockProbe{Features: []string{}, Error: err.Error()}
 	} else {
+		abi, _ := effectiveABI(o.LandlockABI)
 		r.Landlock = LandlockProbe{ABI: abi, Features: landlock.FeaturesOf(abi).Names()}
+		if abi != kernel {
+			r.Landlock.KernelABI = kernel
+		}
 	}
 	// Notify is what a Cmd gets: the supervisor needs pidfd_getfd too.
 	r.Seccomp = SeccompProbe{Available: seccomp.Supported(), Notify: seccomp.NotifySupported() && pidfdGetfdSupported()}
@@ -74,7 +96,7 @@ func Probe(runner, ws string) ProbeReport {
 		if err == nil {
 			// `true` changes nothing: no git audit (which would read every
 			// directory under ws, all of / when the probe runs there).
-			c := &Cmd{Policy: p, Args: []string{"true"}, Runner: runner, noAudit: true}
+			c := &Cmd{Policy: p, Args: []string{"true"}, Runner: o.Runner, LandlockABI: o.LandlockABI, noAudit: true}
 			res, err = c.Run()
 		}
 		if err != nil {
@@ -112,7 +134,11 @@ func (r ProbeReport) WriteText(w io.Writer) {
 	if r.Landlock.Error != "" {
 		fmt.Fprintf(w, "landlock: no (%s)\n", r.Landlock.Error)
 	} else {
-		fmt.Fprintf(w, "landlock: abi %d (%s)\n", r.Landlock.ABI, strings.Join(r.Landlock.Features, ", "))
+		capped := ""
+		if r.Landlock.KernelABI != 0 {
+			capped = fmt.Sprintf(", capped: the kernel has abi %d", r.Landlock.KernelABI)
+		}
+		fmt.Fprintf(w, "landlock: abi %d (%s%s)\n", r.Landlock.ABI, strings.Join(r.Landlock.Features, ", "), capped)
 	}
 	fmt.Fprintf(w, "seccomp: %s (user notification: %s)\n", yesNo(r.Seccomp.Available), yesNo(r.Seccomp.Notify))
 	n := r.Namespaces

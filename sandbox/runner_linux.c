@@ -745,9 +745,77 @@ static void setup_namespaces(int want_net) {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) fail("set parent-death signal: %s", strerror(errno));
 }
 
+// The seccomp program, received in runner_main and loaded by load_filter.
+static char bpf[SPEC_MAX];
+static ssize_t blen_g;
+
+// load_filter is step 5, in the command's process before it execs: it loads
+// the seccomp filter and, with user notification, hands the listener to its
+// parent (which passes it on to the supervisor) through pipe lp, waiting on
+// pipe go until the parent holds a copy. fail reports to the supervisor
+// directly (send(2) is never routed).
+static void load_filter(int notify, int lp, int go) {
+	struct sock_fprog prog = {.len = (unsigned short)(blen_g / sizeof(struct sock_filter)), .filter = (struct sock_filter *)bpf};
+	long lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
+	if (lfd < 0) {
+		if (out_of_resources(errno)) fail_sys("seccomp: load filter", errno);
+		fail("seccomp: load filter: %s", strerror(errno));
+	}
+	if (notify) {
+		int n = (int)lfd;
+		while (write(lp, &n, sizeof n) < 0 && errno == EINTR) {
+		}
+		char c;
+		ssize_t r;
+		do {
+			r = read(go, &c, 1);
+		} while (r < 0 && errno == EINTR);
+		if (r != 1) _exit(125); // the parent failed; it reported why
+		close(n);
+	}
+	close(lp);
+	close(go);
+	errno = 0;
+	if (syscall(SYS_io_uring_setup, 0, NULL) != -1 || errno != EPERM)
+		fail("seccomp self-test: io_uring_setup was not denied (%s)", strerror(errno));
+}
+
+// pass_listener takes the listener from child (its fd number comes through
+// pipe lp) with pidfd_getfd, names the copy to the supervisor (with whether
+// the command has a mount view), waits for its acknowledgement, and lets the
+// child go on (pipe go).
+static void pass_listener(pid_t child, int lp, int go, int mount_view) {
+	int n;
+	ssize_t r;
+	do {
+		r = read(lp, &n, sizeof n);
+	} while (r < 0 && errno == EINTR);
+	if (r != (ssize_t)sizeof n) _exit(125); // the child failed; it reported why
+	int pfd = (int)syscall(SYS_pidfd_open, child, 0);
+	if (pfd < 0) fail_sys("pidfd_open", errno);
+	int lfd = (int)syscall(SYS_pidfd_getfd, pfd, n, 0);
+	if (lfd < 0) {
+		if (out_of_resources(errno)) fail_sys("take the seccomp listener", errno);
+		fail("take the seccomp listener: %s", strerror(errno));
+	}
+	close(pfd);
+	fcntl(lfd, F_SETFD, FD_CLOEXEC);
+	char lm[96], ack[64];
+	// The supervisor learns whether the command has a mount view now,
+	// before any notification: without one it refuses what Landlock cannot
+	// see (ioctl-only opens, truncation below ABI 3, openat2).
+	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":%d,\"pid\":%d,\"mount_view\":%d}", lfd, pid1 ? 0 : (int)getpid(),
+	         mount_view ? 1 : 0);
+	if (send_msg(lm) < 0) fail("pass seccomp listener: %s", strerror(errno));
+	ssize_t an = recv_msg(ack, sizeof ack - 1);
+	if (an <= 0) _exit(125);
+	close(lfd);
+	while (write(go, "g", 1) < 0 && errno == EINTR) {
+	}
+}
+
 static void runner_main(char **argv) {
 	static char spec[SPEC_MAX];
-	static char bpf[SPEC_MAX];
 	ssize_t n = recv_msg(spec, sizeof spec - 1);
 	if (n <= 0) _exit(125);
 	spec[n] = 0;
@@ -798,32 +866,14 @@ static void runner_main(char **argv) {
 			}
 			landlock = 1;
 		}
-		// 5. seccomp.
-		struct sock_fprog prog = {.len = (unsigned short)(blen / sizeof(struct sock_filter)), .filter = (struct sock_filter *)bpf};
+		// 5. seccomp: loaded by the command's process alone, after the fork
+		// below (load_filter), so that the runner's own processes (relay,
+		// keeper, init) can always signal and kill the tree, the
+		// supervisor gone or not: calls the filter routes to the supervisor
+		// fail with ENOSYS once its listener is closed.
+		blen_g = blen;
 		notify = opt("notify");
-		long lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
-		if (lfd < 0) {
-			if (out_of_resources(errno)) fail_sys("seccomp: load filter", errno);
-			fail("seccomp: load filter: %s", strerror(errno));
-		}
-		if (notify) {
-			// The supervisor takes the listener with pidfd_getfd and
-			// acknowledges; only then may it be closed here. It learns
-			// whether the command has a mount view now, before any
-			// notification: without one it refuses what Landlock cannot
-			// see (ioctl-only opens, truncation below ABI 3, openat2).
-			char lm[96], ack[64];
-			snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":%ld,\"mount_view\":%d}", lfd, mount_view ? 1 : 0);
-			if (send_msg(lm) < 0) fail("pass seccomp listener: %s", strerror(errno));
-			ssize_t an = recv_msg(ack, sizeof ack - 1);
-			if (an <= 0) _exit(125);
-			close((int)lfd);
-		}
-		errno = 0;
-		if (syscall(SYS_io_uring_setup, 0, NULL) != -1 || errno != EPERM)
-			fail("seccomp self-test: io_uring_setup was not denied (%s)", strerror(errno));
 	}
-
 	// 7. Start the command in a new session; stay as its init.
 	pid1 = getpid() == 1;
 	if (!pid1) {
@@ -862,14 +912,20 @@ static void runner_main(char **argv) {
 	// A close-on-exec pipe tells whether the command's execve succeeded
 	// (EOF) or failed (its errno): a command that cannot be started is
 	// reported as such, not as an exit status.
-	int ep[2];
+	int ep[2], lp[2] = {-1, -1}, go[2] = {-1, -1};
 	if (pipe2(ep, O_CLOEXEC) < 0) fail_sys("pipe", errno);
+	if (confine && (pipe2(lp, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)) fail_sys("pipe", errno);
 	child = fork();
 	if (child < 0) fail_sys("fork", errno);
 	if (child == 0) {
 		close(ep[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		setsid();
+		if (confine) {
+			close(lp[0]);
+			close(go[1]);
+			load_filter(notify, lp[1], go[0]);
+		}
 		// The extra files, the runner's fds 4.., become the command's 3..
 		// (dup2 clears close-on-exec on the copy; the last original keeps
 		// it, as does every other fd above 2).
@@ -892,6 +948,13 @@ static void runner_main(char **argv) {
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	close(ep[1]);
+	if (confine) {
+		close(lp[1]);
+		close(go[0]);
+		if (notify) pass_listener(child, lp[0], go[1], mount_view);
+		close(lp[0]);
+		close(go[1]);
+	}
 	close_extra();
 	int exec_errno = 0;
 	ssize_t er;

@@ -2,10 +2,10 @@
 //
 //	dsh-sandbox-run [--mode read-only|workspace-write|danger-full-access] [--workspace DIR]
 //	                [--allow-write DIR]... [--protect PATH]... [--network]
-//	                [--allow-broad-workspace] [--timeout MS]
+//	                [--allow-broad-workspace] [--timeout MS] [--landlock-abi N]
 //	                [--setenv NAME=VALUE]... [--unsetenv NAME]... [--keep-env NAME]... [--clearenv]
 //	                [--report FILE] [--quiet] -- COMMAND [ARG...]
-//	dsh-sandbox-run --probe [--json]
+//	dsh-sandbox-run --probe [--json] [--landlock-abi N]
 //	dsh-sandbox-run --help | --version
 //
 // COMMAND is only ever taken after "--". It exits with the command's

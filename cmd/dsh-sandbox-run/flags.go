@@ -22,17 +22,19 @@ type options struct {
 	report     string
 	quiet      bool
 	timeoutMs  int64
-	setenv     []string
-	unsetenv   []string
-	keepEnv    []string
-	clearenv   bool
-	probe      bool
-	json       bool
-	help       bool
-	version    bool
-	args       []string
-	flags      *pflag.FlagSet // for --help
-	given      []string       // the flags given, for --probe's check
+	// landlockABI caps the Landlock ABI (sandbox.Cmd.LandlockABI).
+	landlockABI int
+	setenv      []string
+	unsetenv    []string
+	keepEnv     []string
+	clearenv    bool
+	probe       bool
+	json        bool
+	help        bool
+	version     bool
+	args        []string
+	flags       *pflag.FlagSet // for --help
+	given       []string       // the flags given, for --probe's check
 }
 
 // maxTimeoutMs is the largest --timeout a time.Duration holds.
@@ -76,6 +78,7 @@ func parse(argv []string) (options, error) {
 	fs.StringArrayVar(&o.unsetenv, "unsetenv", nil, "remove `NAME` from the command's environment (repeatable)")
 	fs.StringArrayVar(&o.keepEnv, "keep-env", nil, "pass `NAME` through although it is scrubbed (or --clearenv; repeatable)")
 	fs.BoolVar(&o.clearenv, "clearenv", false, "start the command's environment empty (then --keep-env, --setenv)")
+	fs.IntVar(&o.landlockABI, "landlock-abi", 0, "use at most Landlock ABI `N` (confine as on an older kernel; 0: the kernel's)")
 	fs.BoolVar(&o.probe, "probe", false, "print what this host can enforce")
 	fs.BoolVar(&o.json, "json", false, "with --probe: print JSON")
 	fs.BoolVarP(&o.help, "help", "h", false, "print this help")
@@ -94,10 +97,13 @@ func parse(argv []string) (options, error) {
 		return o, fmt.Errorf("usage error: unexpected argument %q (COMMAND must follow \"--\"; boolean flags take no value)", args[0])
 	}
 	o.args = fs.Args()
+	if o.landlockABI < 0 || (o.landlockABI == 0 && fs.Changed("landlock-abi")) {
+		return o, fmt.Errorf("usage error: --landlock-abi must be a Landlock ABI version (1 or more), got %d", o.landlockABI)
+	}
 	if o.probe {
 		for _, f := range o.given {
-			if f != "probe" && f != "json" && f != "workspace" {
-				return o, errors.New("usage error: --probe takes only --json (and --workspace)")
+			if f != "probe" && f != "json" && f != "workspace" && f != "landlock-abi" {
+				return o, errors.New("usage error: --probe takes only --json (and --workspace, --landlock-abi)")
 			}
 		}
 		if len(o.args) > 0 {

@@ -104,7 +104,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 
-	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LandlockABI: o.landlockABI}
 	if err := cmd.Start(); err != nil {
 		rep.write(stderr, sandbox.NewReport(policy, nil, err))
 		fail("%v", err)
@@ -208,7 +208,7 @@ func probe(o options, stdout, stderr io.Writer) int {
 			ws = "/"
 		}
 	}
-	r := sandbox.Probe("", ws)
+	r := sandbox.ProbeWith(sandbox.ProbeOptions{Workspace: ws, LandlockABI: o.landlockABI})
 	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -30,6 +30,11 @@ func TestParse(t *testing.T) {
 		{"--timeout 0", []string{"--timeout", "0", "--", "true"}, nil, "--timeout must be a positive number"},
 		{"--timeout too large", []string{"--timeout", "9223372036854775807", "--", "true"}, nil, "--timeout must be a positive number"},
 		{"--timeout not a number", []string{"--timeout", "1s", "--", "true"}, nil, "--timeout"},
+		{"--landlock-abi", []string{"--landlock-abi", "2", "--", "true"}, []string{"true"}, ""},
+		{"--probe --landlock-abi", []string{"--probe", "--landlock-abi", "5"}, []string{}, ""},
+		{"--landlock-abi 0", []string{"--landlock-abi", "0", "--", "true"}, nil, "--landlock-abi must be a Landlock ABI version (1 or more), got 0"},
+		{"--landlock-abi negative", []string{"--landlock-abi", "-1", "--", "true"}, nil, "--landlock-abi must be"},
+		{"--landlock-abi not a number", []string{"--landlock-abi", "six", "--", "true"}, nil, "--landlock-abi"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parse(tc.argv)
@@ -47,6 +52,9 @@ func TestParse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"/a,b", "/c"}, o.allowWrite)
 	assert.Equal(t, int64(1500), o.timeout().Milliseconds())
+	o, err = parse([]string{"--landlock-abi", "4", "--", "x"})
+	require.NoError(t, err)
+	assert.Equal(t, 4, o.landlockABI)
 	for _, h := range []string{"--help", "-h", "--version"} {
 		o, err := parse([]string{h})
 		require.NoError(t, err, h)

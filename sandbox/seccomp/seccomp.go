@@ -41,6 +41,10 @@ const (
 	// process group or user for setpriority/ioprio_set); only routed when
 	// it does not name the caller itself.
 	KindSched
+	// KindSignal: a call that sends a signal to another process, process
+	// group or thread (Rule.PidArg names it; for pidfd_send_signal it is a
+	// pidfd); routed only when Spec.Signals.
+	KindSignal
 )
 
 // Rule describes one notified system call.
@@ -66,6 +70,19 @@ var schedCalls = []struct {
 }{
 	{"setpriority", 1}, {"ioprio_set", 1}, {"prlimit64", 0},
 	{"sched_setaffinity", 0}, {"sched_setscheduler", 0}, {"sched_setparam", 0}, {"sched_setattr", 0},
+}
+
+// signalCalls send a signal to a process named by a pid argument (a
+// pidfd for pidfd_send_signal). Landlock scopes signals from ABI 6; before
+// it, and without a pid namespace, a command could signal every process of
+// its user. Routed when the pid argument is not 0 (kill(0, sig) is the
+// caller's own process group).
+var signalCalls = []struct {
+	name   string
+	pidArg int
+}{
+	{"kill", 0}, {"tkill", 0}, {"tgkill", 0}, {"rt_sigqueueinfo", 0}, {"rt_tgsigqueueinfo", 0},
+	{"pidfd_send_signal", 0},
 }
 
 // Which-values of setpriority (PRIO_USER) and ioprio_set (IOPRIO_WHO_USER)
@@ -106,6 +123,10 @@ type Spec struct {
 	// (With DenyTruncate or DenyIoctlOpen, openat2 fails with ENOSYS: its
 	// flags lie in a struct the filter cannot see, and every caller falls
 	// back to openat.)
+	// Signals routes signal calls (kill, tkill, tgkill, rt_*sigqueueinfo,
+	// pidfd_send_signal) to the listener: set it where Landlock does not
+	// scope signals (ABI < 6). Only with Notify.
+	Signals bool
 }
 
 // kernelOpenRules reports whether the filter refuses some opens, truncate
@@ -117,6 +138,10 @@ func (s Spec) validate() error {
 		// With a listener the supervisor decides these per run, from the
 		// runner's mount view: kernel rules would overlap the routing ones.
 		return fmt.Errorf("seccomp: DenyTruncate and DenyIoctlOpen are for filters without user notification (%+v)", s)
+	}
+	if s.Signals && !s.Notify {
+		// Nothing could judge them in the kernel alone.
+		return fmt.Errorf("seccomp: Signals needs user notification (%+v)", s)
 	}
 	return nil
 }
@@ -169,7 +194,7 @@ var deniedIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX, UserfaultfdIocNew}
 // index numbers the variants of Spec (a bit per field; specOf inverts it).
 func (s Spec) index() int {
 	i := 0
-	for bit, on := range []bool{s.Network, s.Notify, s.DenyTruncate, s.DenyIoctlOpen} {
+	for bit, on := range []bool{s.Network, s.Notify, s.DenyTruncate, s.DenyIoctlOpen, s.Signals} {
 		if on {
 			i |= 1 << bit
 		}
@@ -178,10 +203,10 @@ func (s Spec) index() int {
 }
 
 // numVariants is the number of values of Spec.
-const numVariants = 1 << 4
+const numVariants = 1 << 5
 
 func specOf(i int) Spec {
-	return Spec{Network: i&1 != 0, Notify: i&2 != 0, DenyTruncate: i&4 != 0, DenyIoctlOpen: i&8 != 0}
+	return Spec{Network: i&1 != 0, Notify: i&2 != 0, DenyTruncate: i&4 != 0, DenyIoctlOpen: i&8 != 0, Signals: i&16 != 0}
 }
 
 // variants memoizes Table and Program: both are pure functions of the Spec
@@ -252,6 +277,13 @@ func table(s Spec) (map[int32]Rule, error) {
 	for _, c := range schedCalls {
 		if err := add(c.name, Rule{Kind: KindSched, Op: "sched", Errno: unix.EPERM, PidArg: c.pidArg}); err != nil {
 			return nil, err
+		}
+	}
+	if s.Notify && s.Signals {
+		for _, c := range signalCalls {
+			if err := add(c.name, Rule{Kind: KindSignal, Op: "signal", Errno: unix.EPERM, PidArg: c.pidArg}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if s.Notify {
@@ -406,7 +438,11 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 			}
 			r.masked(call, act(rule), 0, 0xffffffff, user)
 		default:
-			if rule.Kind == KindSched {
+			if rule.Name == "pidfd_send_signal" {
+				r.plain(call, act(rule)) // fd 0 may well be a pidfd
+				continue
+			}
+			if rule.Kind == KindSched || rule.Kind == KindSignal {
 				// Another process: the pid argument is not 0.
 				r.notEqual(call, act(rule), uint(rule.PidArg), 0)
 				continue

@@ -50,8 +50,42 @@ func TestTable(t *testing.T) {
 	assert.Equal(t, unix.EACCES, o["openat"].Errno, "path denials use Landlock's errno")
 }
 
+// TestTableSignals: signal calls are routed only when Spec.Signals (with
+// Notify), as KindSignal with the pid argument named.
+func TestTableSignals(t *testing.T) {
+	calls := map[string]int{"kill": 0, "tkill": 0, "tgkill": 0, "rt_sigqueueinfo": 0, "rt_tgsigqueueinfo": 0, "pidfd_send_signal": 0}
+	for _, s := range []Spec{{Notify: true}, {Notify: true, Network: true}, {Notify: true, Signals: true}, {Notify: true, Signals: true, Network: true}} {
+		tab, err := Table(s)
+		require.NoError(t, err)
+		seen := map[string]Rule{}
+		for _, r := range tab {
+			if _, ok := calls[r.Name]; ok {
+				seen[r.Name] = r
+			}
+		}
+		if !s.Signals {
+			assert.Empty(t, seen, "%+v", s)
+			continue
+		}
+		assert.Len(t, seen, len(calls), "%+v", s)
+		for name, arg := range calls {
+			assert.Equal(t, KindSignal, seen[name].Kind, name)
+			assert.Equal(t, "signal", seen[name].Op, name)
+			assert.Equal(t, unix.EPERM, seen[name].Errno, name)
+			assert.Equal(t, arg, seen[name].PidArg, name)
+		}
+	}
+	a, err := Program(Spec{Notify: true})
+	require.NoError(t, err)
+	b, err := Program(Spec{Notify: true, Signals: true})
+	require.NoError(t, err)
+	assert.Greater(t, len(b), len(a), "the Signals variant has more rules")
+	_, err = Program(Spec{Signals: true})
+	assert.Error(t, err, "Signals without Notify: nothing could judge them")
+}
+
 func TestBuildVariants(t *testing.T) {
-	for _, s := range []Spec{{}, {Network: true}, {Notify: true}, {Network: true, Notify: true}} {
+	for _, s := range []Spec{{}, {Network: true}, {Notify: true}, {Network: true, Notify: true}, {Notify: true, Signals: true}, {Network: true, Notify: true, Signals: true}} {
 		f, err := build(s)
 		require.NoError(t, err, "%+v", s)
 		f.Release()
