@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // TestNoSurvivorAfterExit: a setsid/nohup daemon and a double-forked daemon
@@ -211,7 +213,10 @@ func waitOutput(s *started, want string, timeout time.Duration) error {
 	})
 }
 
+// pollCond polls cond every 10 ms until it holds, for up to timeout (scaled
+// by testtime: every caller waits for something that must happen).
 func pollCond(timeout time.Duration, cond func() bool) error {
+	timeout = testtime.Scale(timeout)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {

@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 const (
@@ -469,13 +471,15 @@ func (id identity) start(t *testing.T, o runOpts) *started {
 	return s
 }
 
-// wait waits for the CLI with a timeout (SIGKILL and test failure on timeout)
-// and collects output and report.
+// wait waits for the CLI with a timeout (0: 30 s; scaled by testtime: it
+// only bounds a hang) — SIGKILL and test failure on timeout — and collects
+// output and report.
 func (s *started) wait(t *testing.T, timeout time.Duration) result {
 	t.Helper()
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
+	timeout = testtime.Scale(timeout)
 	done := make(chan error, 1)
 	go func() { done <- s.cmd.Wait() }()
 	select {
@@ -745,10 +749,11 @@ func uniqueSleep(t *testing.T) (arg string) {
 	return arg
 }
 
-// requireGone polls until no process runs `sleep arg` (grace period: the
-// kernel needs a moment to tear down a killed tree).
+// requireGone polls until no process runs `sleep arg` (grace period, scaled
+// by testtime: the kernel needs a moment to tear down a killed tree).
 func requireGone(t *testing.T, arg string, grace time.Duration) {
 	t.Helper()
+	grace = testtime.Scale(grace)
 	deadline := time.Now().Add(grace)
 	for {
 		pids := procsWithCmdline("sleep", arg)
