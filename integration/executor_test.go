@@ -38,11 +38,11 @@ var (
 // (package harnessproto).
 
 func f64(v float64) *float64 { return &v }
+func str(s string) *string   { return &s }
 
 // msScaled is ms milliseconds scaled by testtime, for the harness's integer
 // millisecond fields (kill_grace_ms, kill_after_ms, abort_after_ms).
-func msScaled(ms int) int  { return int(testtime.Ms(float64(ms))) }
-func str(s string) *string { return &s }
+func msScaled(ms int) int { return int(testtime.Ms(float64(ms))) }
 
 func needHarness(t *testing.T) {
 	t.Helper()
