@@ -414,6 +414,12 @@ func sandboxFlags(mode, ws string, more ...string) []string {
 
 func bash(script string) []string { return []string{"bash", "-c", script} }
 
+// sleepArg is d scaled by testtime as an argument of sleep(1) (seconds), for
+// a command's sleeps that stand for "the other side had time to act".
+func sleepArg(d time.Duration) string {
+	return strconv.FormatFloat(testtime.Scale(d).Seconds(), 'f', -1, 64)
+}
+
 // start launches the CLI as the identity; the caller must Wait. stdout/stderr go
 // to files (not pipes) so that a surviving process holding them cannot block Wait.
 type started struct {
