@@ -14,14 +14,6 @@
 //	            abort_after_ms; Read a Delta every read_every_ms (and once at
 //	            the end); with stop_on_settled, Kill it and cancel its
 //	            context from OnSettled; print the final result and the deltas.
-//
-// With arm_on (start: the command's stdout contains it) or arm_file (run and
-// start: that file exists) set, abort_after_ms and kill_after_ms count from
-// the moment the command got there instead of from the call. The outcome
-// says when (armed_at_ms), and when the context was cancelled (abort_at_ms)
-// and Kill called (kill_at_ms), all in ms from the same start as
-// elapsed_ms.
-//
 //	concurrent  Run every request of Requests in parallel; print their
 //	            outcomes in order.
 //	hold        Start every request of Requests, wait until the stdout of
@@ -32,11 +24,18 @@
 // With nofile_headroom set, the soft RLIMIT_NOFILE is lowered before the
 // action to the descriptors open then plus that many.
 //
+// With arm_on (start: the command's stdout contains it) or arm_file (run and
+// start: that file exists) set, abort_after_ms and kill_after_ms count from
+// the moment the command got there instead of from the call. The outcome
+// says when (armed_at_ms), and when the context was cancelled (abort_at_ms)
+// and Kill called (kill_at_ms), all in ms from the same start as
+// elapsed_ms.
+//
 // With survivors_of set, after the action the harness waits up to 2 s (times
-// time_scale) for no process whose command line contains that string to
-// remain, and reports those still there. Every Output reports the harness's pid, its memory
-// (VmRSS before the action, VmHWM after it) and its environment before and
-// after the action.
+// time_scale, like hold's 15 s) for no process whose command line contains
+// that string to remain, and reports those still there. Every Output reports
+// the harness's pid, its memory (VmRSS before the action, VmHWM after it)
+// and its environment before and after the action.
 package main
 
 import (
@@ -193,8 +192,12 @@ func run(e *sandbox.Executor, r harnessproto.Request, spec harnessproto.Spec) ha
 	if spec.AbortAfterMs > 0 {
 		abort := func() {
 			time.AfterFunc(time.Duration(spec.AbortAfterMs)*time.Millisecond, func() {
-				c.mark(&c.abortAt)
-				cancel()
+				select {
+				case <-ended: // too late: Run returned
+				default:
+					c.mark(&c.abortAt)
+					cancel()
+				}
 			})
 		}
 		if spec.ArmFile == "" {
