@@ -291,8 +291,12 @@ func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
 		armed = true
 		if spec.AbortAfterMs > 0 {
 			time.AfterFunc(time.Duration(spec.AbortAfterMs)*time.Millisecond, func() {
-				c.mark(&c.abortAt)
-				cancel()
+				select {
+				case <-p.Done(): // too late: the command ended
+				default:
+					c.mark(&c.abortAt)
+					cancel()
+				}
 			})
 		}
 		if spec.KillAfterMs > 0 {
