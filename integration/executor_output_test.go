@@ -180,10 +180,13 @@ func TestExecutorBackgroundReads(t *testing.T) {
 		out := id.harness(t, harnessproto.Spec{
 			Config: id.execConfig(t, "workspace-write"),
 			Action: "start",
-			// the sleeps (scaled) give the reader, every 50 ms, time to read
-			// between the pieces
-			Request: harnessproto.Request{Command: fmt.Sprintf(`echo one; echo e1 >&2; sleep %[1]s; echo two; sleep %[1]s
-seq 1 40000; sleep %[1]s; echo end`, sleepArg(400*time.Millisecond))},
+			// The sleeps (scaled) give the reader, every 50 ms, time to read
+			// between the pieces. The 229 kB come from cat, in writes of
+			// 128 kB, each more than the tail: seq's own 4 kB writes, on a
+			// slow machine, could trickle in below the tail per read.
+			Request: harnessproto.Request{Command: fmt.Sprintf(`seq 1 40000 > .burst
+echo one; echo e1 >&2; sleep %[1]s; echo two; sleep %[1]s
+cat .burst; sleep %[1]s; echo end`, sleepArg(400*time.Millisecond))},
 			ReadEveryMs: 50,
 		})
 		r := requireResult(t, out.Outcome)
