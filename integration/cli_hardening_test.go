@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // hardReport holds the report fields the hardening added.
@@ -315,6 +317,11 @@ func TestEnvScrubbed(t *testing.T) {
 // SIGKILL to the whole tree 3000 ms later; the exit status is the command's
 // as it ended, and the report says timed_out.
 func TestTimeout(t *testing.T) {
+	// The timeout runs inside the CLI from the command's start: scaled, so
+	// that bash has installed its trap when it fires. The grace is the
+	// CLI's own 3000 ms.
+	short, long := strconv.Itoa(int(testtime.Ms(300))), strconv.Itoa(int(testtime.Ms(20000)))
+	const graceMs = 3000
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		cases := []struct {
 			name     string
@@ -324,10 +331,10 @@ func TestTimeout(t *testing.T) {
 			timedOut bool
 			minGrace bool // it took the KILL after the grace
 		}{
-			{"TERM ends it", "300", func(a string) string { return "sleep " + a }, 143, true, false},
-			{"a TERM trap decides the status", "300", func(a string) string { return `trap "exit 7" TERM; sleep ` + a + ` & wait` }, 7, true, false},
-			{"TERM ignored: KILL after the grace", "300", func(a string) string { return `trap "" TERM; sleep ` + a + `; exit 3` }, 137, true, true},
-			{"ends in time", "20000", func(string) string { return "exit 4" }, 4, false, false},
+			{"TERM ends it", short, func(a string) string { return "sleep " + a }, 143, true, false},
+			{"a TERM trap decides the status", short, func(a string) string { return `trap "exit 7" TERM; sleep ` + a + ` & wait` }, 7, true, false},
+			{"TERM ignored: KILL after the grace", short, func(a string) string { return `trap "" TERM; sleep ` + a + `; exit 3` }, 137, true, true},
+			{"ends in time", long, func(string) string { return "exit 4" }, 4, false, false},
 		}
 		for _, mode := range allModes {
 			for _, c := range cases {
@@ -347,10 +354,11 @@ func TestTimeout(t *testing.T) {
 					if hasLine(r.Stderr, line) != c.timedOut {
 						t.Errorf("stderr %q: line %q printed = %v, want %v", r.Stderr, line, !c.timedOut, c.timedOut)
 					}
-					if c.minGrace && took < 3300*time.Millisecond {
-						t.Errorf("took %v: the KILL must wait for the 3000 ms grace after the 300 ms timeout", took)
+					timeoutMs, _ := strconv.Atoi(c.timeout)
+					if c.minGrace && took < time.Duration(timeoutMs+graceMs)*time.Millisecond {
+						t.Errorf("took %v: the KILL must wait for the %d ms grace after the %d ms timeout", took, graceMs, timeoutMs)
 					}
-					if c.timedOut && took > 15*time.Second {
+					if c.timedOut && took > testtime.Scale(15*time.Second) {
 						t.Errorf("took %v despite --timeout %s", took, c.timeout)
 					}
 				})

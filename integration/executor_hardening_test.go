@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -31,9 +32,10 @@ out=$(cat) || s=$((s | 8))
 exit $s`
 
 // runCmdWithin runs cmd, killing it (and failing) when it has not ended
-// within d.
+// within d (scaled by testtime: it only bounds a hang).
 func runCmdWithin(t *testing.T, cmd *sandbox.Cmd, d time.Duration) *sandbox.Result {
 	t.Helper()
+	d = testtime.Scale(d)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -123,8 +125,8 @@ func TestExecutorNilStdinIsDevNull(t *testing.T) {
 				Config: id.execConfig(t, mode),
 				Action: "concurrent",
 				Requests: []harnessproto.Request{
-					{Command: `readlink /proc/self/fd/0; cat; echo "cat=$?"; exec 9</dev/null; echo opened`, TimeoutMs: f64(10000)},
-					{Command: "cat", TimeoutMs: f64(10000)},
+					{Command: `readlink /proc/self/fd/0; cat; echo "cat=$?"; exec 9</dev/null; echo opened`, TimeoutMs: f64(testtime.Ms(10000))},
+					{Command: "cat", TimeoutMs: f64(testtime.Ms(10000))},
 				},
 			}})
 		}
@@ -160,14 +162,16 @@ func TestExecutorOutputKeepsCharacters(t *testing.T) {
 	t.Parallel()
 	requireLandlock(t)
 	emoji := `printf x; for i in $(seq 30000); do printf '\xf0\x9f\x98\x80'; done`
-	split := `printf 'a\xf0\x9f'; sleep 0.3; printf '\x98\x80b\xe2'; sleep 0.3; printf '\x82\xac'`
+	// the sleeps (scaled) give the reader, every 20 ms, time to read between
+	// the pieces
+	split := fmt.Sprintf(`printf 'a\xf0\x9f'; sleep %[1]s; printf '\x98\x80b\xe2'; sleep %[1]s; printf '\x82\xac'`, sleepArg(300*time.Millisecond))
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		tail1003 := id.execConfig(t, "workspace-write")
 		tail1003.TailBytes = 1003
 		cases := []hCase{
 			{name: "tail", spec: harnessproto.Spec{
 				Config: tail1003, Action: "run",
-				Request: harnessproto.Request{Command: emoji, TimeoutMs: f64(20000)},
+				Request: harnessproto.Request{Command: emoji, TimeoutMs: f64(testtime.Ms(20000))},
 			}},
 			{name: "deltas", spec: harnessproto.Spec{
 				Config: id.execConfig(t, "workspace-write"), Action: "start",
@@ -253,12 +257,12 @@ func TestExecutorLongCommand(t *testing.T) {
 		var cases []hCase
 		for _, mode := range allModes {
 			reqs := []harnessproto.Request{
-				{Command: count, TimeoutMs: f64(30000)},
-				{Command: at(131071), TimeoutMs: f64(30000)},
-				{Command: at(131072), TimeoutMs: f64(30000)},
+				{Command: count, TimeoutMs: f64(testtime.Ms(30000))},
+				{Command: at(131071), TimeoutMs: f64(testtime.Ms(30000))},
+				{Command: at(131072), TimeoutMs: f64(testtime.Ms(30000))},
 			}
 			if mode != "read-only" {
-				reqs = append(reqs, harnessproto.Request{Command: write, TimeoutMs: f64(30000)})
+				reqs = append(reqs, harnessproto.Request{Command: write, TimeoutMs: f64(testtime.Ms(30000))})
 			}
 			cases = append(cases, hCase{name: mode, spec: harnessproto.Spec{Config: id.execConfig(t, mode), Action: "concurrent", Requests: reqs}})
 		}
@@ -349,7 +353,7 @@ func TestExecutorResourceExhaustion(t *testing.T) {
 					cfg.Workspace = id.workspace(t)
 					cases = append(cases, hCase{name: fmt.Sprintf("%s/headroom=%d/%d", mode, h, len(cmd)), spec: harnessproto.Spec{
 						Config: cfg, Action: "run", NofileHeadroom: &headroom,
-						Request: harnessproto.Request{Command: cmd, TimeoutMs: f64(20000), Mode: mode},
+						Request: harnessproto.Request{Command: cmd, TimeoutMs: f64(testtime.Ms(20000)), Mode: mode},
 					}})
 				}
 			}
@@ -412,7 +416,7 @@ func TestExecutorRunnerResourceExhaustion(t *testing.T) {
 				cfg := id.execConfig(t, mode)
 				cfg.Runner = wrapper
 				cases = append(cases, hCase{name: fmt.Sprintf("%s/nofile=%d", mode, n), spec: harnessproto.Spec{
-					Config: cfg, Action: "run", Request: harnessproto.Request{Command: "echo ran > /dev/null; echo ok", TimeoutMs: f64(20000)},
+					Config: cfg, Action: "run", Request: harnessproto.Request{Command: "echo ran > /dev/null; echo ok", TimeoutMs: f64(testtime.Ms(20000))},
 				}})
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -26,7 +27,7 @@ func newTestExecutor(t *testing.T, cfg sandbox.Config) *sandbox.Executor {
 		cfg.SpillDir = t.TempDir()
 	}
 	if cfg.KillGrace == 0 {
-		cfg.KillGrace = 300 * time.Millisecond
+		cfg.KillGrace = testtime.Scale(300 * time.Millisecond)
 	}
 	e, err := sandbox.NewExecutor(cfg)
 	if err != nil {
@@ -123,7 +124,7 @@ func TestExecutorCloseKillsAndRefuses(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if d := time.Since(t0); d > 5*time.Second {
+	if d := time.Since(t0); d > testtime.Scale(5*time.Second) {
 		t.Errorf("Close took %v", d)
 	}
 	r := p.Result()

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
@@ -84,7 +86,7 @@ func TestExecutorBulkOutput(t *testing.T) {
 				out := id.harness(t, harnessproto.Spec{
 					Config:  cfg,
 					Action:  "run",
-					Request: harnessproto.Request{Command: fmt.Sprintf("yes 0123456789abcdef | head -c %d", size), TimeoutMs: f64(60000)},
+					Request: harnessproto.Request{Command: fmt.Sprintf("yes 0123456789abcdef | head -c %d", size), TimeoutMs: f64(testtime.Ms(60000))},
 				})
 				r := requireResult(t, out.Outcome)
 				requireConfined(t, r, "workspace-write")
@@ -178,8 +180,13 @@ func TestExecutorBackgroundReads(t *testing.T) {
 		out := id.harness(t, harnessproto.Spec{
 			Config: id.execConfig(t, "workspace-write"),
 			Action: "start",
-			Request: harnessproto.Request{Command: `echo one; echo e1 >&2; sleep 0.4; echo two; sleep 0.4
-seq 1 40000; sleep 0.4; echo end`},
+			// The sleeps (scaled) give the reader, every 50 ms, time to read
+			// between the pieces. The 229 kB come from cat, in writes of
+			// 128 kB, each more than the tail: seq's own 4 kB writes, on a
+			// slow machine, could trickle in below the tail per read.
+			Request: harnessproto.Request{Command: fmt.Sprintf(`seq 1 40000 > .burst
+echo one; echo e1 >&2; sleep %[1]s; echo two; sleep %[1]s
+cat .burst; sleep %[1]s; echo end`, sleepArg(400*time.Millisecond))},
 			ReadEveryMs: 50,
 		})
 		r := requireResult(t, out.Outcome)
@@ -311,14 +318,14 @@ func TestExecutorSpillDirProtected(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		cfg := id.execConfig(t, "workspace-write")
 		script := fmt.Sprintf(`seq 1 20000
-for i in $(seq 100); do ls %[1]s/dsh-sandbox-spill-*/*stdout.log >/dev/null 2>&1 && break; sleep 0.02; done
+for i in $(seq %[2]d); do ls %[1]s/dsh-sandbox-spill-*/*stdout.log >/dev/null 2>&1 && break; sleep 0.02; done
 for f in %[1]s/dsh-sandbox-spill-*/*; do
   echo "SAW $f" >&2
   echo tamper >> "$f" && echo "TAMPERED $f" >&2
   rm -f "$f" && [ ! -e "$f" ] && echo "REMOVED $f" >&2
 done
 for d in %[1]s/dsh-sandbox-spill-*; do touch "$d/planted" && echo "PLANTED $d" >&2; done
-true`, cfg.SpillDir)
+true`, cfg.SpillDir, int(testtime.Ms(100)))
 		o := id.harness(t, harnessproto.Spec{Config: cfg, Action: "run", Request: harnessproto.Request{Command: script}})
 		r := requireResult(t, o.Outcome)
 		requireConfined(t, r, "workspace-write")

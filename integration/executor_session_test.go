@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
@@ -168,11 +169,11 @@ func TestExecutorStdin(t *testing.T) {
 				Config: id.execConfig(t, mode),
 				Action: "concurrent",
 				Requests: []harnessproto.Request{
-					{Command: "cat", Stdin: str("hello\nworld\n"), TimeoutMs: f64(10000)},
-					{Command: `cat; echo "done $?"`, TimeoutMs: f64(10000)},
-					{Command: "wc -c; sha256sum | cut -d' ' -f1", Stdin: str(big), TimeoutMs: f64(10000)},
-					{Command: "cat", Stdin: str(""), TimeoutMs: f64(10000)},
-					{Command: "true", Stdin: str(big), TimeoutMs: f64(10000)}, // never reads it
+					{Command: "cat", Stdin: str("hello\nworld\n"), TimeoutMs: f64(testtime.Ms(10000))},
+					{Command: `cat; echo "done $?"`, TimeoutMs: f64(testtime.Ms(10000))},
+					{Command: "wc -c; sha256sum | cut -d' ' -f1", Stdin: str(big), TimeoutMs: f64(testtime.Ms(10000))},
+					{Command: "cat", Stdin: str(""), TimeoutMs: f64(testtime.Ms(10000))},
+					{Command: "true", Stdin: str(big), TimeoutMs: f64(testtime.Ms(10000))}, // never reads it
 				},
 			}})
 		}
@@ -192,7 +193,7 @@ func TestExecutorStdin(t *testing.T) {
 					if r.TimedOut || r.ExitCode != 0 {
 						t.Errorf("run %d: timedOut=%v exit=%d (a command reading stdin hung?)", k, r.TimedOut, r.ExitCode)
 					}
-					if rs[k].ElapsedMs > 5000 {
+					if rs[k].ElapsedMs > testtime.Ms(5000) {
 						t.Errorf("run %d took %.0f ms", k, rs[k].ElapsedMs)
 					}
 				}

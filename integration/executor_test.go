@@ -24,6 +24,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
@@ -38,6 +39,10 @@ var (
 
 func f64(v float64) *float64 { return &v }
 func str(s string) *string   { return &s }
+
+// msScaled is ms milliseconds scaled by testtime, for the harness's integer
+// millisecond fields (kill_grace_ms, kill_after_ms, abort_after_ms).
+func msScaled(ms int) int { return int(testtime.Ms(float64(ms))) }
 
 func needHarness(t *testing.T) {
 	t.Helper()
@@ -72,6 +77,9 @@ func (id identity) startHarnessWrapped(t *testing.T, wrap []string, spec harness
 	t.Helper()
 	needHarness(t)
 	tmp := t.TempDir()
+	if f := testtime.Factor(); f > 1 && spec.TimeScale == 0 {
+		spec.TimeScale = f
+	}
 	b, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -124,9 +132,11 @@ func (id identity) startHarnessWrapped(t *testing.T, wrap []string, spec harness
 	return h
 }
 
-// wait waits for the harness (killing it after timeout) and decodes its output.
+// wait waits for the harness (killing it after timeout, scaled by testtime:
+// it only bounds a hang) and decodes its output.
 func (h *harnessProc) wait(t *testing.T, timeout time.Duration) harnessproto.Output {
 	t.Helper()
+	timeout = testtime.Scale(timeout)
 	select {
 	case <-h.done:
 	case <-time.After(timeout):
@@ -134,7 +144,7 @@ func (h *harnessProc) wait(t *testing.T, timeout time.Duration) harnessproto.Out
 		_ = h.cmd.Process.Signal(syscall.SIGQUIT)
 		select {
 		case <-h.done:
-		case <-time.After(2 * time.Second):
+		case <-time.After(testtime.Scale(2 * time.Second)):
 			_ = h.cmd.Process.Kill()
 			<-h.done
 		}
@@ -200,13 +210,14 @@ func (id identity) harnessAll(t *testing.T, cases []hCase) []harnessproto.Output
 }
 
 // execConfig is the usual executor config for the identity: a workspace it
-// owns, a short kill grace, a spill directory it owns.
+// owns, a short kill grace (400 ms, scaled by testtime: the time a command
+// has to act on SIGTERM), a spill directory it owns.
 func (id identity) execConfig(t *testing.T, mode string) harnessproto.Config {
 	t.Helper()
 	return harnessproto.Config{
 		Mode:        mode,
 		Workspace:   id.workspace(t),
-		KillGraceMs: 400,
+		KillGraceMs: msScaled(400),
 		SpillDir:    id.mkdirOwned(t, "/tmp", "dsh-it-spill-"),
 	}
 }
@@ -264,10 +275,11 @@ func taggedNonce(t *testing.T) string {
 	return n
 }
 
-// requireNoneLeft polls for up to grace until no host process carries s in
-// its command line.
+// requireNoneLeft polls for up to grace (scaled by testtime) until no host
+// process carries s in its command line.
 func requireNoneLeft(t *testing.T, s string, grace time.Duration) {
 	t.Helper()
+	grace = testtime.Scale(grace)
 	deadline := time.Now().Add(grace)
 	for {
 		ps := procscan.WithCmdline(s)
@@ -284,16 +296,23 @@ func requireNoneLeft(t *testing.T, s string, grace time.Duration) {
 
 // treeScript starts, in the command's cwd, a setsid'd daemon and a
 // double-forked daemon that ignores SIGTERM and SIGHUP, waits until both run,
-// prints "ready" and sleeps in the foreground. Every process of the tree
-// carries n in its command line; the sleeps are `sleep 1000<n><k>`, k = 1..3.
+// prints "ready", creates the file treeArmed(n) (ready or not: a harness
+// armed on it then stops the command, and the test reports the missing
+// "ready") and sleeps in the foreground. Every process of the tree carries n
+// in its command line; the sleeps are `sleep 1000<n><k>`, k = 1..3.
 func treeScript(n string) string {
 	return fmt.Sprintf(`setsid bash -c 'touch .a-%[1]s; exec sleep 1000%[1]s1' </dev/null >/dev/null 2>&1 &
 ( trap '' TERM HUP; bash -c 'touch .b-%[1]s; exec sleep 1000%[1]s2' </dev/null >/dev/null 2>&1 & )
 for i in $(seq 1000); do [ -e .a-%[1]s ] && [ -e .b-%[1]s ] && break; sleep 0.01; done
 [ -e .a-%[1]s ] && [ -e .b-%[1]s ] && echo ready
+touch %[2]s
 sleep 1000%[1]s3
-echo not-killed`, n)
+echo not-killed`, n, treeArmed(n))
 }
+
+// treeArmed is the file treeScript(n) creates in its cwd once it printed
+// "ready" (or gave up waiting for its daemons).
+func treeArmed(n string) string { return ".armed-" + n }
 
 var execModes = []string{"workspace-write", "danger-full-access"}
 
@@ -305,13 +324,17 @@ var execModes = []string{"workspace-write", "danger-full-access"}
 // with the effective timeout.
 func TestExecutorTimeoutTrapRuns(t *testing.T) {
 	t.Parallel()
+	// The timeout runs from the spawn, inside the executor: scaled, so that
+	// bash has installed its trap when it fires, and so is the grace
+	// (execConfig), so that the trap gets to run.
+	timeoutMs := testtime.Ms(300)
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		var cases []hCase
 		for _, mode := range execModes {
 			cases = append(cases, hCase{name: mode, spec: harnessproto.Spec{
 				Config:  id.execConfig(t, mode),
 				Action:  "run",
-				Request: harnessproto.Request{Command: `trap 'echo bye' TERM; sleep 30 & wait`, TimeoutMs: f64(300)},
+				Request: harnessproto.Request{Command: `trap 'echo bye' TERM; sleep 30 & wait`, TimeoutMs: f64(timeoutMs)},
 			}})
 		}
 		outs := id.harnessAll(t, cases)
@@ -326,11 +349,12 @@ func TestExecutorTimeoutTrapRuns(t *testing.T) {
 				if !r.TimedOut || r.Aborted || r.Killed {
 					t.Errorf("timedOut=%v aborted=%v killed=%v, want true false false", r.TimedOut, r.Aborted, r.Killed)
 				}
-				if r.TimeoutMs != 300 {
-					t.Errorf("timeoutMs = %v, want 300", r.TimeoutMs)
+				if r.TimeoutMs != timeoutMs {
+					t.Errorf("timeoutMs = %v, want %v", r.TimeoutMs, timeoutMs)
 				}
-				if out.ElapsedMs < 300 || out.ElapsedMs > 300+400+5000 {
-					t.Errorf("the run took %.0f ms, want about 300", out.ElapsedMs)
+				grace := float64(c.spec.Config.KillGraceMs)
+				if out.ElapsedMs < timeoutMs || out.ElapsedMs > timeoutMs+grace+testtime.Ms(5000) {
+					t.Errorf("the run took %.0f ms, want about %.0f", out.ElapsedMs, timeoutMs)
 				}
 			})
 		}
@@ -343,18 +367,23 @@ func TestExecutorTimeoutTrapRuns(t *testing.T) {
 func TestExecutorTimeoutKillsAfterGrace(t *testing.T) {
 	t.Parallel()
 	const script = `trap '' TERM; echo started; while :; do sleep 0.05; done`
+	// The timeout runs from the spawn, inside the executor: scaled, so that
+	// bash has installed its trap when it fires. The Kill comes once the
+	// command printed "started" (its trap is installed), however slow the
+	// machine.
+	timeoutMs := testtime.Ms(300)
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		var cases []hCase
 		for _, mode := range execModes {
 			cases = append(cases, hCase{name: mode + "/timeout", spec: harnessproto.Spec{
-				Config:  id.execConfig(t, mode), // grace 400 ms
+				Config:  id.execConfig(t, mode), // grace 400 ms (scaled)
 				Action:  "run",
-				Request: harnessproto.Request{Command: script, TimeoutMs: f64(300)},
+				Request: harnessproto.Request{Command: script, TimeoutMs: f64(timeoutMs)},
 			}}, hCase{name: mode + "/kill", spec: harnessproto.Spec{
-				Config:      id.execConfig(t, mode),
-				Action:      "start",
-				Request:     harnessproto.Request{Command: script},
-				KillAfterMs: 300,
+				Config:  id.execConfig(t, mode),
+				Action:  "start",
+				Request: harnessproto.Request{Command: script},
+				KillOn:  "started",
 			}})
 		}
 		outs := id.harnessAll(t, cases)
@@ -380,11 +409,20 @@ func TestExecutorTimeoutKillsAfterGrace(t *testing.T) {
 				if r.Stdout.Text != "started\n" {
 					t.Errorf("stdout = %q, want %q", r.Stdout.Text, "started\n")
 				}
-				if out.ElapsedMs < 300+400 {
-					t.Errorf("SIGKILL came after %.0f ms, before stop+grace (700 ms)", out.ElapsedMs)
+				// stop: the timeout (counted from the spawn, which comes
+				// after the start of ElapsedMs), or the moment of Kill.
+				stop, grace := timeoutMs, float64(c.spec.Config.KillGraceMs)
+				if how == "kill" {
+					if out.KillAtMs == 0 {
+						t.Fatal("the harness never called Kill")
+					}
+					stop = out.KillAtMs
 				}
-				if out.ElapsedMs > 300+400+5000 {
-					t.Errorf("the command ran for %.0f ms, want about stop+grace (700 ms)", out.ElapsedMs)
+				if out.ElapsedMs < stop+grace {
+					t.Errorf("SIGKILL came after %.0f ms, before stop+grace (%.0f+%.0f ms)", out.ElapsedMs, stop, grace)
+				}
+				if out.ElapsedMs > stop+grace+testtime.Ms(5000) {
+					t.Errorf("the command ran for %.0f ms, want about stop+grace (%.0f+%.0f ms)", out.ElapsedMs, stop, grace)
 				}
 			})
 		}
@@ -406,20 +444,24 @@ func TestExecutorNoSurvivors(t *testing.T) {
 			for _, how := range []string{"timeout", "abort", "kill", "background-abort"} {
 				n := taggedNonce(t)
 				nonces = append(nonces, n)
+				cfg := id.execConfig(t, mode)
 				spec := harnessproto.Spec{
-					Config:      id.execConfig(t, mode),
+					Config:      cfg,
 					Request:     harnessproto.Request{Command: treeScript(n)},
 					SurvivorsOf: n,
 				}
+				// The timeout runs from the spawn (scaled: the tree must be
+				// up by then); the aborts and the Kill come once the command
+				// said its daemons run.
 				switch how {
 				case "timeout":
-					spec.Action, spec.Request.TimeoutMs = "run", f64(2000)
+					spec.Action, spec.Request.TimeoutMs = "run", f64(testtime.Ms(2000))
 				case "abort":
-					spec.Action, spec.AbortAfterMs = "run", 2000
+					spec.Action, spec.AbortAfterMs, spec.ArmFile = "run", 100, filepath.Join(cfg.Workspace, treeArmed(n))
 				case "kill":
 					spec.Action, spec.KillOn = "start", "ready"
 				case "background-abort":
-					spec.Action, spec.AbortAfterMs = "start", 2000
+					spec.Action, spec.AbortAfterMs, spec.ArmOn = "start", 100, "ready"
 				}
 				cases = append(cases, hCase{name: mode + "/" + how, spec: spec})
 			}
@@ -459,7 +501,7 @@ func TestExecutorNoSurvivors(t *testing.T) {
 					}
 				}
 				if len(out.Survivors) > 0 {
-					t.Errorf("processes of the command still ran 2 s after its result settled: %q", out.Survivors)
+					t.Errorf("processes of the command still ran %v after its result settled: %q", testtime.Scale(2*time.Second), out.Survivors)
 				}
 				requireNoneLeft(t, n, 2*time.Second)
 			})
@@ -469,25 +511,33 @@ func TestExecutorNoSurvivors(t *testing.T) {
 
 // TestExecutorTimeoutAbortExclusive: the first of timeout and abort wins, the
 // other is not reported even when it fires while the command is being
-// stopped (the command ignores SIGTERM, so it lives through the grace).
+// stopped (the command survives SIGTERM, so it lives through the grace).
 func TestExecutorTimeoutAbortExclusive(t *testing.T) {
 	t.Parallel()
+	// The command's TERM trap only leaves a file (.term) and returns; once
+	// it is installed the command creates .started.
+	const script = `trap 'touch .term' TERM; touch .started; while :; do sleep 0.05; done`
+	// abort-first: the abort comes 150 ms after .started, the timeout (it
+	// runs from the spawn, inside the executor: scaled, to come after the
+	// abort however slow the sandbox start) within the grace.
+	// timeout-first: the timeout (scaled: bash must have installed its trap
+	// by then), the abort 200 ms after the trap ran (.term), within the
+	// grace.
+	first, second := testtime.Ms(150), testtime.Ms(1000)
+	grace := msScaled(1500)
 	forEachIdentity(t, func(t *testing.T, id identity) {
-		// The second cause comes 850 ms after the first, well within the
-		// grace; the margin also absorbs a slow sandbox start (the abort
-		// timer runs from the call, the timeout from the spawn).
-		const first, second, grace = 150, 1000, 1500
 		var cases []hCase
 		for _, mode := range execModes {
 			for _, cause := range []string{"abort", "timeout"} {
 				cfg := id.execConfig(t, mode)
 				cfg.KillGraceMs = grace
 				spec := harnessproto.Spec{Config: cfg, Action: "run",
-					Request:      harnessproto.Request{Command: `trap '' TERM; while :; do sleep 0.05; done`, TimeoutMs: f64(second)},
-					AbortAfterMs: first,
+					Request:      harnessproto.Request{Command: script, TimeoutMs: f64(second)},
+					AbortAfterMs: 150, ArmFile: filepath.Join(cfg.Workspace, ".started"),
 				}
 				if cause == "timeout" {
-					spec.Request.TimeoutMs, spec.AbortAfterMs = f64(first), second
+					spec.Request.TimeoutMs = f64(first)
+					spec.AbortAfterMs, spec.ArmFile = 200, filepath.Join(cfg.Workspace, ".term")
 				}
 				cases = append(cases, hCase{name: mode + "/" + cause + "-first", spec: spec})
 			}
@@ -496,8 +546,16 @@ func TestExecutorTimeoutAbortExclusive(t *testing.T) {
 		for i, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				out := outs[i]
-				if out.ElapsedMs < first+grace {
-					t.Errorf("the run ended after %.0f ms, before the first cause + grace", out.ElapsedMs)
+				if out.AbortAtMs == 0 {
+					t.Errorf("the abort never came (armed at %.0f ms): test precondition", out.ArmedAtMs)
+				}
+				// The timeout runs from the spawn, after the start of ElapsedMs.
+				stop := first
+				if strings.HasSuffix(c.name, "/abort-first") {
+					stop = out.AbortAtMs
+				}
+				if out.ElapsedMs < stop+float64(grace) {
+					t.Errorf("the run ended after %.0f ms, before the first cause + grace (%.0f+%d ms)", out.ElapsedMs, stop, grace)
 				}
 				if strings.HasSuffix(c.name, "/abort-first") {
 					r := out.Result
@@ -511,7 +569,7 @@ func TestExecutorTimeoutAbortExclusive(t *testing.T) {
 						t.Errorf("error = %+v, want one wrapping ErrAborted and context.Canceled", out.Error)
 					}
 					if r.TimeoutMs != second {
-						t.Errorf("timeoutMs = %v, want %d", r.TimeoutMs, second)
+						t.Errorf("timeoutMs = %v, want %v", r.TimeoutMs, second)
 					}
 					return
 				}
@@ -680,7 +738,7 @@ func TestExecutorRunnerKilledNoSurvivors(t *testing.T) {
 				spec := harnessproto.Spec{Config: id.execConfig(t, v.mode), Action: action, SurvivorsOf: c.n,
 					Request: harnessproto.Request{Command: treeScript(c.n)}}
 				if action == "run" {
-					spec.Request.TimeoutMs = f64(3000)
+					spec.Request.TimeoutMs = f64(testtime.Ms(3000))
 				}
 				c.h = id.startHarnessWrapped(t, v.wrap, spec)
 				cases = append(cases, c)
@@ -699,8 +757,9 @@ func TestExecutorRunnerKilledNoSurvivors(t *testing.T) {
 			}
 		}
 		// A foreground Run must end by its timeout (3 s) plus the grace; the
-		// harness then looks for survivors for up to 2 s.
-		deadline := time.Now().Add(8 * time.Second)
+		// harness then looks for survivors for up to 2 s (all scaled).
+		limit := testtime.Scale(8 * time.Second)
+		deadline := time.Now().Add(limit)
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				select {
@@ -710,8 +769,8 @@ func TestExecutorRunnerKilledNoSurvivors(t *testing.T) {
 				select {
 				case <-c.h.done:
 				default:
-					t.Fatalf("the runner was SIGKILLed and the executor has not reported the command's end 8 s later "+
-						"(a foreground timeout of 3000 ms was set for run); the command's processes: %q", procscan.WithCmdline(c.n))
+					t.Fatalf("the runner was SIGKILLed and the executor has not reported the command's end %v later "+
+						"(a foreground timeout of %.0f ms was set for run); the command's processes: %q", limit, testtime.Ms(3000), procscan.WithCmdline(c.n))
 				}
 				out := c.h.wait(t, time.Second)
 				if r := out.Result; r != nil {
@@ -722,7 +781,7 @@ func TestExecutorRunnerKilledNoSurvivors(t *testing.T) {
 				}
 				if len(out.Survivors) > 0 {
 					t.Errorf("the runner was SIGKILLed and the executor reported the command's end, "+
-						"but its processes still ran 2 s later, unsupervised: %q", out.Survivors)
+						"but its processes still ran %v later, unsupervised: %q", testtime.Scale(2*time.Second), out.Survivors)
 					return
 				}
 				requireNoneLeft(t, c.n, 2*time.Second)

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // A fork bomb must not outlive its command, however fast it forks, and
@@ -21,13 +23,17 @@ import (
 // at bombTarget tasks (leaving the CLI's threads room in the same cgroup),
 // and every process of it exits at a deadline. The cgroup's cgroup.procs is
 // the exact list of what survives.
+//
+// bombLifetime and bombBound are scaled by testtime, together: the lifetime
+// must stay well above the bound, or a bomb that was never killed would end
+// by itself within the bound and pass.
 
 const (
-	bombPidsMax  = 1000 // the cgroup's cap: the bomb plus the CLI's threads
-	bombTarget   = 600  // the bomb forks while the cgroup has fewer tasks
-	bombGrown    = 300  // the command waits for this many before it acts
-	bombLifetime = 60   // seconds: every bomb process exits after this
-	bombBound    = 15 * time.Second
+	bombPidsMax  = 1000             // the cgroup's cap: the bomb plus the CLI's threads
+	bombTarget   = 600              // the bomb forks while the cgroup has fewer tasks
+	bombGrown    = 300              // the command waits for this many before it acts
+	bombLifetime = 60 * time.Second // every bomb process exits after this (scaled)
+	bombBound    = 15 * time.Second // the CLI returns, the bomb is gone, within this (scaled)
 )
 
 // bombScript forks as fast as bash can, from every process, until the
@@ -46,7 +52,8 @@ wait) exec sleep 100 ;;
 esac`
 
 func bombCommand() string {
-	return strings.NewReplacer("LIFE", strconv.Itoa(bombLifetime), "TARGET", strconv.Itoa(bombTarget), "GROWN", strconv.Itoa(bombGrown)).Replace(bombScript)
+	life := int(testtime.Scale(bombLifetime) / time.Second)
+	return strings.NewReplacer("LIFE", strconv.Itoa(life), "TARGET", strconv.Itoa(bombTarget), "GROWN", strconv.Itoa(bombGrown)).Replace(bombScript)
 }
 
 func TestForkBombKilled(t *testing.T) {
@@ -90,8 +97,10 @@ func forkBomb(t *testing.T, id identity, mode, how string, wrap []string) {
 		act = "wait"
 	}
 	if how == "timeout" {
-		flags = append(flags, "--timeout", "100")
+		// scaled: the bomb's trap must be installed when it fires
+		flags = append(flags, "--timeout", strconv.Itoa(int(testtime.Ms(100))))
 	}
+	bound := testtime.Scale(bombBound)
 	began := time.Now()
 	s := id.start(t, runOpts{
 		Wrap:  cg.wrap(wrap),
@@ -115,7 +124,7 @@ func forkBomb(t *testing.T, id identity, mode, how string, wrap []string) {
 			t.Fatal(err)
 		}
 	}
-	r := s.wait(t, 2*bombLifetime*time.Second)
+	r := s.wait(t, 2*bombLifetime) // (wait scales it)
 	took := time.Since(began)
 	switch how {
 	case "main exits":
@@ -132,13 +141,13 @@ func forkBomb(t *testing.T, id identity, mode, how string, wrap []string) {
 			t.Errorf("CLI exit = %d, want 137 (it was SIGKILLed)", r.Exit)
 		}
 	}
-	if took > bombBound {
-		t.Errorf("the CLI returned %v after %s, want < %v", took.Round(time.Millisecond), map[bool]string{true: "its start", false: "its SIGKILL"}[how != "cli killed"], bombBound)
+	if took > bound {
+		t.Errorf("the CLI returned %v after %s, want < %v", took.Round(time.Millisecond), map[bool]string{true: "its start", false: "its SIGKILL"}[how != "cli killed"], bound)
 	}
 	if how == "cli killed" {
 		// The runner kills the tree once it sees the CLI gone.
-		if err := pollCond(bombBound-took, func() bool { return len(cg.procs(t)) == 0 }); err != nil {
-			t.Errorf("%v after the CLI's SIGKILL the bomb still runs:%s", bombBound, cg.survivors(t))
+		if !pollUntil(began.Add(bound), func() bool { return len(cg.procs(t)) == 0 }) {
+			t.Errorf("%v after the CLI's SIGKILL the bomb still runs:%s", bound, cg.survivors(t))
 		}
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // TestNoSurvivorAfterExit: a setsid/nohup daemon and a double-forked daemon
@@ -211,13 +213,24 @@ func waitOutput(s *started, want string, timeout time.Duration) error {
 	})
 }
 
+// pollCond polls cond every 10 ms until it holds, for up to timeout (scaled
+// by testtime: every caller waits for something that must happen).
 func pollCond(timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
+	timeout = testtime.Scale(timeout)
+	if !pollUntil(time.Now().Add(timeout), cond) {
+		return fmt.Errorf("condition not met within %v", timeout)
+	}
+	return nil
+}
+
+// pollUntil polls cond every 10 ms until it holds (true) or the deadline
+// has passed (false).
+func pollUntil(deadline time.Time, cond func() bool) bool {
 	for !cond() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("condition not met within %v", timeout)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return nil
+	return true
 }

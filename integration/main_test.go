@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 const (
@@ -412,6 +414,12 @@ func sandboxFlags(mode, ws string, more ...string) []string {
 
 func bash(script string) []string { return []string{"bash", "-c", script} }
 
+// sleepArg is d scaled by testtime as an argument of sleep(1) (seconds), for
+// a command's sleeps that stand for "the other side had time to act".
+func sleepArg(d time.Duration) string {
+	return strconv.FormatFloat(testtime.Scale(d).Seconds(), 'f', -1, 64)
+}
+
 // start launches the CLI as the identity; the caller must Wait. stdout/stderr go
 // to files (not pipes) so that a surviving process holding them cannot block Wait.
 type started struct {
@@ -469,13 +477,15 @@ func (id identity) start(t *testing.T, o runOpts) *started {
 	return s
 }
 
-// wait waits for the CLI with a timeout (SIGKILL and test failure on timeout)
-// and collects output and report.
+// wait waits for the CLI with a timeout (0: 30 s; scaled by testtime: it
+// only bounds a hang) — SIGKILL and test failure on timeout — and collects
+// output and report.
 func (s *started) wait(t *testing.T, timeout time.Duration) result {
 	t.Helper()
 	if timeout == 0 {
 		timeout = 30 * time.Second
 	}
+	timeout = testtime.Scale(timeout)
 	done := make(chan error, 1)
 	go func() { done <- s.cmd.Wait() }()
 	select {
@@ -745,10 +755,11 @@ func uniqueSleep(t *testing.T) (arg string) {
 	return arg
 }
 
-// requireGone polls until no process runs `sleep arg` (grace period: the
-// kernel needs a moment to tear down a killed tree).
+// requireGone polls until no process runs `sleep arg` (grace period, scaled
+// by testtime: the kernel needs a moment to tear down a killed tree).
 func requireGone(t *testing.T, arg string, grace time.Duration) {
 	t.Helper()
+	grace = testtime.Scale(grace)
 	deadline := time.Now().Add(grace)
 	for {
 		pids := procsWithCmdline("sleep", arg)

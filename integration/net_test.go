@@ -10,13 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // listener is a loopback endpoint started by the test process.
 type listener struct {
 	script string // the bash command that reaches it
-	// saw reports whether the endpoint got a connection/datagram; wait bounds
-	// how long it looks.
+	// saw reports whether the endpoint got a connection/datagram; wait
+	// (scaled by testtime: a longer look only makes "nothing came" stronger)
+	// bounds how long it looks.
 	saw func(wait time.Duration) bool
 	// denial the report must name when it is blocked
 	op, target string
@@ -52,7 +55,7 @@ func udpListener(t *testing.T) listener {
 	return listener{
 		script: fmt.Sprintf(`python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"hi", ("127.0.0.1", %d))'`, port),
 		saw: func(wait time.Duration) bool {
-			_ = pc.SetReadDeadline(time.Now().Add(wait))
+			_ = pc.SetReadDeadline(time.Now().Add(testtime.Scale(wait)))
 			buf := make([]byte, 64)
 			n, _, err := pc.ReadFrom(buf)
 			return err == nil && n > 0
@@ -94,7 +97,7 @@ func acceptSaw(ln net.Listener) func(time.Duration) bool {
 	return func(wait time.Duration) bool {
 		type deadliner interface{ SetDeadline(time.Time) error }
 		if d, ok := ln.(deadliner); ok {
-			_ = d.SetDeadline(time.Now().Add(wait))
+			_ = d.SetDeadline(time.Now().Add(testtime.Scale(wait)))
 		}
 		c, err := ln.Accept()
 		if err != nil {
@@ -214,7 +217,7 @@ func TestUnixDatagramOutsideDenied(t *testing.T) {
 						Dir:   ws,
 					})
 					requireFailed(t, r)
-					_ = pc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+					_ = pc.SetReadDeadline(time.Now().Add(testtime.Scale(300 * time.Millisecond)))
 					if n, _, err := pc.ReadFrom(make([]byte, 16)); err == nil {
 						t.Errorf("the outside datagram socket received %d bytes", n)
 					}

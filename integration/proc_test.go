@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // hostProcess is a `sleep` started by the test as the identity, outside any
@@ -44,7 +46,7 @@ func (h *hostProcess) requireUntouched(t *testing.T) {
 	case <-h.exited:
 		t.Errorf("host process %d died: %v", h.pid, h.cmd.ProcessState)
 		return
-	case <-time.After(100 * time.Millisecond):
+	case <-time.After(testtime.Scale(100 * time.Millisecond)): // longer: a stronger check
 	}
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.pid))
 	if err != nil {

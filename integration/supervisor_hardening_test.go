@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // hangPy is the payload of the emulated-call tests: python3 hang.py CASE
@@ -188,6 +190,9 @@ type emulatedCase struct {
 	blocks   bool
 	// want lists substrings of stdout for the cases that end by themselves.
 	want []string
+	// prompt lists the prefixes of lines "PREFIX SECONDS" on stdout that
+	// must each say less than a second (scaled by testtime).
+	prompt []string
 }
 
 var emulatedCases = []emulatedCase{
@@ -197,7 +202,7 @@ var emulatedCases = []emulatedCase{
 	{what: "connect-backlog", listener: unix.SOCK_STREAM, blocks: true},
 	{what: "interrupted", want: []string{"handler\ninterrupted\n"}},
 	{what: "nonblocking", listener: unix.SOCK_STREAM, want: []string{"EAGAIN\n", "sendmmsg (-1, 11)\n", "connect EAGAIN\n"}},
-	{what: "sndtimeo", listener: unix.SOCK_STREAM, want: []string{"send timeout 0.", "connect timeout 0.", "sndtimeo (0, 300000)\n"}},
+	{what: "sndtimeo", listener: unix.SOCK_STREAM, want: []string{"sndtimeo (0, 300000)\n"}, prompt: []string{"send timeout", "connect timeout"}},
 	{what: "wakes", want: []string{"sent 1\n"}},
 }
 
@@ -214,7 +219,11 @@ var emulatedCases = []emulatedCase{
 func TestSupervisorEmulatedCallsBounded(t *testing.T) {
 	t.Parallel()
 	requireLandlock(t)
-	const timeoutMs, graceMs = 1000, 400
+	// The timeout runs from the spawn: python3, starting alongside the
+	// other cases' (up to eleven at once), must have reached its blocking
+	// call by then. 3 s, scaled: about 1 s was too short on a loaded host
+	// once slowed down (a python3 start costs ~100x a bash start).
+	timeoutMs, graceMs := testtime.Ms(3000), msScaled(400)
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		var cases []hCase
 		var meta []emulatedCase
@@ -232,7 +241,7 @@ func TestSupervisorEmulatedCallsBounded(t *testing.T) {
 					path = peerListener(id.mkdirOwned(t, "/tmp", "dsh-it-sock-"), c.listener)
 				}
 				tag := taggedNonce(t)
-				req := harnessproto.Request{Command: fmt.Sprintf("exec python3 hang.py %s %q %s", c.what, path, tag), TimeoutMs: f64(20000),
+				req := harnessproto.Request{Command: fmt.Sprintf("exec python3 hang.py %s %q %s", c.what, path, tag), TimeoutMs: f64(testtime.Ms(20000)),
 					Env: map[string]string{"PYTHONDONTWRITEBYTECODE": "1"}}
 				if c.blocks {
 					req.TimeoutMs = f64(timeoutMs)
@@ -259,8 +268,8 @@ func TestSupervisorEmulatedCallsBounded(t *testing.T) {
 						t.Errorf("timedOut = false, want true (exit %d, stdout %q, stderr %q)", r.ExitCode, r.Stdout.Text, r.Stderr.Text)
 					}
 					// Generous for slow hosts; a supervisor that blocks holds Run for good.
-					if limit := float64(timeoutMs + graceMs + 4000); out.ElapsedMs > limit {
-						t.Errorf("Run returned after %.0f ms, want at most the timeout + grace (%d ms) + slack", out.ElapsedMs, timeoutMs+graceMs)
+					if limit := timeoutMs + float64(graceMs) + testtime.Ms(4000); out.ElapsedMs > limit {
+						t.Errorf("Run returned after %.0f ms, want at most the timeout + grace (%.0f ms) + slack", out.ElapsedMs, timeoutMs+float64(graceMs))
 					}
 				} else {
 					if r.TimedOut || r.ExitCode != 0 {
@@ -271,7 +280,10 @@ func TestSupervisorEmulatedCallsBounded(t *testing.T) {
 							t.Errorf("stdout %q lacks %q (stderr %q)", r.Stdout.Text, w, r.Stderr.Text)
 						}
 					}
-					if out.ElapsedMs > 10000 {
+					for _, p := range meta[i].prompt {
+						requirePromptLine(t, r.Stdout.Text, p, testtime.Scale(time.Second))
+					}
+					if out.ElapsedMs > testtime.Ms(10000) {
 						t.Errorf("the command took %.0f ms, want a prompt end", out.ElapsedMs)
 					}
 				}
@@ -298,11 +310,17 @@ func TestSupervisorEmulatedCallsCLI(t *testing.T) {
 			t.Run(mode+"/timeout", func(t *testing.T) {
 				ws := id.workspace(t)
 				id.writeOwned(t, filepath.Join(ws, "hang.py"), hangPy, 0o644)
+				// scaled: python3 must reach its blocking call before timeout(1) fires
+				after := testtime.Scale(2 * time.Second)
 				t0 := time.Now()
-				r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: []string{"timeout", "2", "python3", "hang.py", "sendmsg-rights"}, Dir: ws, Timeout: 20 * time.Second})
+				r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: []string{"timeout", strconv.FormatFloat(after.Seconds(), 'f', -1, 64), "python3", "hang.py", "sendmsg-rights"},
+					Dir: ws, Timeout: 20 * time.Second})
 				requireExit(t, r, 124)
-				if d := time.Since(t0); d > 8*time.Second {
-					t.Errorf("dsh-sandbox-run took %v for a command that timeout(1) ends after 2 s", d)
+				if !strings.Contains(r.Stdout, "blocking") {
+					t.Errorf("the command never reached its blocking call (stdout %q): test precondition", r.Stdout)
+				}
+				if d := time.Since(t0); d > testtime.Scale(8*time.Second) {
+					t.Errorf("dsh-sandbox-run took %v for a command that timeout(1) ends after %v", d, after)
 				}
 			})
 			t.Run(mode+"/SIGTERM", func(t *testing.T) {
@@ -320,8 +338,8 @@ func TestSupervisorEmulatedCallsCLI(t *testing.T) {
 }
 
 // sigtermCLI sends SIGTERM to a started dsh-sandbox-run and checks that it
-// ends with exit code want within its kill grace (3 s) and some slack, and
-// that no process carrying tag survives.
+// ends with exit code want within its kill grace (3 s) and some slack (8 s in
+// all, scaled by testtime), and that no process carrying tag survives.
 func sigtermCLI(t *testing.T, s *started, want int, tag string) {
 	t.Helper()
 	t0 := time.Now()
@@ -332,7 +350,7 @@ func sigtermCLI(t *testing.T, s *started, want int, tag string) {
 	if r.Exit != want {
 		t.Errorf("exit = %d, want %d", r.Exit, want)
 	}
-	if d := time.Since(t0); d > 8*time.Second {
+	if d := time.Since(t0); d > testtime.Scale(8*time.Second) {
 		t.Errorf("dsh-sandbox-run took %v to end after SIGTERM", d)
 	}
 	requireNoneLeft(t, tag, 2*time.Second)
@@ -404,6 +422,24 @@ func TestSupervisorUserfaultfdDeviceDenied(t *testing.T) {
 			}
 		}
 	})
+}
+
+// requirePromptLine checks that out has a line "prefix SECONDS" saying less
+// than limit.
+func requirePromptLine(t *testing.T, out, prefix string, limit time.Duration) {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, prefix+" "); ok {
+			s, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Errorf("line %q: %v", l, err)
+			} else if d := time.Duration(s * float64(time.Second)); d < 0 || d >= limit {
+				t.Errorf("line %q: want less than %v", l, limit)
+			}
+			return
+		}
+	}
+	t.Errorf("stdout %q lacks a line %q SECONDS", out, prefix)
 }
 
 // stoppedCase is one command that stops (or kills) the processes keeping
@@ -489,24 +525,26 @@ func TestStoppedHelpersNeverStall(t *testing.T) {
 					continue
 				}
 				tag := taggedNonce(t)
+				// Scaled: the command must have stopped its helpers by the
+				// timeout, and its trap must run within the grace.
 				cfg := id.execConfig(t, v.mode)
-				cfg.KillGraceMs = 400
+				cfg.KillGraceMs = msScaled(400)
 				if c.graceMs != 0 {
-					cfg.KillGraceMs = c.graceMs
+					cfg.KillGraceMs = msScaled(c.graceMs)
 				}
 				spec := harnessproto.Spec{Config: cfg, Action: "run", SurvivorsOf: tag, Request: harnessproto.Request{
-					Command: stoppedPrelude + c.script, TimeoutMs: f64(float64(c.timeoutMs)), Env: map[string]string{"TAG": tag}}}
+					Command: stoppedPrelude + c.script, TimeoutMs: f64(testtime.Ms(float64(c.timeoutMs))), Env: map[string]string{"TAG": tag}}}
 				runs = append(runs, run{name: v.name + "/" + c.name, c: c, tag: tag, h: id.startHarnessWrapped(t, v.wrap, spec)})
 			}
 		}
 		for _, rn := range runs {
 			t.Run(rn.name, func(t *testing.T) {
 				c := rn.c
-				limit := float64(10000)
+				limit := testtime.Ms(10000)
 				if c.timedOut {
-					limit = float64(c.timeoutMs + 400 + 4000)
+					limit = testtime.Ms(float64(c.timeoutMs + 400 + 4000))
 				}
-				out := rn.h.wait(t, time.Duration(limit)*time.Millisecond+10*time.Second)
+				out := rn.h.wait(t, time.Duration(limit)*time.Millisecond+10*time.Second) // (wait scales it)
 				if out.ElapsedMs > limit {
 					t.Errorf("Run returned after %.0f ms, want at most %.0f", out.ElapsedMs, limit)
 				}
@@ -550,7 +588,7 @@ func TestStoppedHelpersCLI(t *testing.T) {
 				r := id.run(t, runOpts{Wrap: v.wrap, Flags: sandboxFlags(v.mode, ws), Dir: ws, Env: []string{"TAG=" + tag},
 					Argv: bash(stoppedPrelude + `setsid sleep 1000$TAG </dev/null >/dev/null 2>&1 & kill -STOP $R $K; exit 5`), Timeout: 20 * time.Second})
 				requireExit(t, r, 5)
-				if d := time.Since(t0); d > 8*time.Second {
+				if d := time.Since(t0); d > testtime.Scale(8*time.Second) {
 					t.Errorf("dsh-sandbox-run took %v", d)
 				}
 				requireNoneLeft(t, tag, 2*time.Second)

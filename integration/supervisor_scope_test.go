@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // hostSocketDir is a directory under /tmp (a writable root) owned by the
@@ -91,7 +93,7 @@ func TestHostSocketInWritableRootDenied(t *testing.T) {
 			py := fmt.Sprintf(`import socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(b"hi", %q)`, sock)
 			r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags(mode, ws), Argv: []string{"python3", "-c", py}, Dir: ws})
 			requireFailed(t, r)
-			_ = pc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			_ = pc.SetReadDeadline(time.Now().Add(testtime.Scale(300 * time.Millisecond)))
 			if n, _, err := pc.ReadFrom(make([]byte, 16)); err == nil {
 				t.Errorf("the host datagram socket received %d bytes", n)
 			}
@@ -183,7 +185,7 @@ open("release").read()
 				var res string
 				select {
 				case res = <-got:
-				case <-time.After(20 * time.Second):
+				case <-time.After(testtime.Scale(20 * time.Second)):
 					t.Fatalf("the command never reported its bind")
 				}
 				c, dialErr := net.Dial("unix", "@"+name)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // hostConfig is one host configuration the suite simulates: the full host
@@ -115,7 +117,7 @@ func (p *hostPty) type_(t *testing.T, s string) {
 		t.Fatalf("write master: %v", err)
 	}
 	fds := []unix.PollFd{{Fd: int32(p.slave), Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, 10000); err != nil || n != 1 {
+	if n, err := unix.Poll(fds, int(testtime.Ms(10000))); err != nil || n != 1 {
 		t.Fatalf("the typed input never reached the slave: %d %v", n, err)
 	}
 }
@@ -126,7 +128,7 @@ func (p *hostPty) type_(t *testing.T, s string) {
 func readUntil(t *testing.T, fd int, sentinel string) string {
 	t.Helper()
 	var got []byte
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testtime.Scale(10 * time.Second))
 	buf := make([]byte, 4096)
 	for !bytes.Contains(got, []byte(sentinel)) {
 		left := time.Until(deadline)
@@ -305,7 +307,7 @@ func TestOwnTerminalAsFds(t *testing.T) {
 			if err != nil {
 				t.Errorf("the command failed: %v", err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(testtime.Scale(30 * time.Second)):
 			_ = cmd.Process.Kill()
 			<-done
 			t.Fatalf("the command did not finish")

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 var (
@@ -44,7 +46,7 @@ func TestToolLayerEscalation(t *testing.T) {
 		cmd.Stdin = strings.NewReader(script)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.WaitDelay = 5 * time.Second
+		cmd.WaitDelay = testtime.Scale(5 * time.Second)
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("toolrepl: %v\n%s", err, out.String())
 		}

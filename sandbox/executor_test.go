@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -219,7 +220,7 @@ func TestRunClassification(t *testing.T) {
 	ws := t.TempDir()
 	missing := filepath.Join(ws, "no-such-runner")
 	marker := filepath.Join(ws, "ran")
-	e := newTestExecutor(t, Config{Mode: modes.WorkspaceWrite, Workspace: ws, Runner: missing, KillGrace: 200 * time.Millisecond})
+	e := newTestExecutor(t, Config{Mode: modes.WorkspaceWrite, Workspace: ws, Runner: missing, KillGrace: testtime.Scale(200 * time.Millisecond)})
 	ctx := context.Background()
 
 	// A confined mode whose runner cannot start: refused, never run.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestStopAfterExitKeepsStatus(t *testing.T) {
 	for _, mode := range []modes.Mode{modes.WorkspaceWrite, modes.DangerFullAccess} {
 		t.Run(mode.String(), func(t *testing.T) {
-			e := newTestExecutor(t, Config{Mode: mode, KillGrace: 200 * time.Millisecond})
+			e := newTestExecutor(t, Config{Mode: mode, KillGrace: testtime.Scale(200 * time.Millisecond)})
 			for i := 0; i < 20; i++ {
 				// Foreground: the abort lands after the exit message.
 				ctx, cancel := context.WithCancel(context.Background())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
 )
 
@@ -170,7 +171,7 @@ func (e *env) settle(ids ...string) {
 		require.NotNil(e.t, t, "task %s", id)
 		select {
 		case <-t.watched:
-		case <-time.After(5 * time.Second):
+		case <-time.After(testtime.Scale(5 * time.Second)):
 			e.t.Fatalf("task %s: watcher did not finish", id)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
 )
 
@@ -215,7 +216,7 @@ func TestLimitConcurrentStarts(t *testing.T) {
 		})
 	}
 	// Every Start either reserved a slot (and blocks in spawn) or failed.
-	require.Eventually(t, func() bool { return spawning.Load()+limited.Load() == tries }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return spawning.Load()+limited.Load() == tries }, testtime.Scale(5*time.Second), time.Millisecond)
 	close(release)
 	wg.Wait()
 	assert.Equal(t, int32(2*limit), ok.Load())
@@ -333,7 +334,7 @@ func TestWait(t *testing.T) {
 		go func() {
 			got <- callTool(NewTaskOutput(e.r), session("a"), `{"task_id":"bash-1","wait":true,"timeout_ms":600001}`)
 		}()
-		require.Eventually(t, func() bool { return waitersOf(e.r, id) == 1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return waitersOf(e.r, id) == 1 }, testtime.Scale(5*time.Second), time.Millisecond)
 		h.write("done\n")
 		h.finish(completed0)
 		select {
@@ -342,7 +343,7 @@ func TestWait(t *testing.T) {
 			v := res.Value.(OutputResult)
 			assert.True(t, v.Waited)
 			assert.False(t, v.TimedOut)
-		case <-time.After(5 * time.Second):
+		case <-time.After(testtime.Scale(5 * time.Second)):
 			t.Fatal("wait did not return at the end")
 		}
 		e.settle(id)
@@ -367,7 +368,7 @@ func TestWait(t *testing.T) {
 		go func() {
 			got <- NewTaskOutput(e.r).Call(ctx, session("a"), []byte(`{"task_id":"bash-1","wait":true}`))
 		}()
-		require.Eventually(t, func() bool { return waitersOf(e.r, id) == 1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return waitersOf(e.r, id) == 1 }, testtime.Scale(5*time.Second), time.Millisecond)
 		cancel()
 		res := <-got
 		assert.Equal(t, call.Result{Text: "Error: wait aborted", IsError: true}, res)
@@ -541,7 +542,7 @@ func TestNotices(t *testing.T) {
 				defer close(done)
 				_, _ = e.r.Output(context.Background(), session("a"), "bash-1", true, nil)
 			}()
-			require.Eventually(t, func() bool { return waitersOf(e.r, "bash-1") == 1 }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return waitersOf(e.r, "bash-1") == 1 }, testtime.Scale(5*time.Second), time.Millisecond)
 			h.finish(completed0)
 			<-done
 		}, nil},
@@ -558,7 +559,7 @@ func TestNotices(t *testing.T) {
 				defer close(done)
 				_, _ = e.r.Output(ctx, session("a"), "bash-1", true, nil)
 			}()
-			require.Eventually(t, func() bool { return waitersOf(e.r, "bash-1") == 1 }, 5*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return waitersOf(e.r, "bash-1") == 1 }, testtime.Scale(5*time.Second), time.Millisecond)
 			cancel()
 			<-done
 			h.finish(completed0)
@@ -665,7 +666,7 @@ func TestDisposeRespectsContext(t *testing.T) {
 		e.r.mu.Lock()
 		defer e.r.mu.Unlock()
 		return e.r.disposing["a"] == 1
-	}, 5*time.Second, time.Millisecond)
+	}, testtime.Scale(5*time.Second), time.Millisecond)
 	_, err = e.r.Start("a", "bash", "y", func(string) (Handle, error) { return newFake(), nil })
 	assert.ErrorIs(t, err, ErrDisposing)
 	e.start("b", "y", newFake())
@@ -698,7 +699,7 @@ func TestDisposeDuringSpawn(t *testing.T) {
 	select {
 	case <-disposed:
 		t.Fatal("Dispose returned while a Start was spawning")
-	case <-time.After(20 * time.Millisecond):
+	case <-time.After(testtime.Scale(20 * time.Millisecond)): // longer: a stronger check
 	}
 	close(release)
 	require.NoError(t, <-disposed)

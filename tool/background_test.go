@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
@@ -62,7 +63,7 @@ func newBackground(t *testing.T, limit int) *bgFixture {
 	notices := &noticeLog{}
 	rt := tasks.New(tasks.Options{Limit: limit, Notifier: notices})
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(10*time.Second))
 		defer cancel()
 		rt.Close(ctx)
 	})
@@ -81,7 +82,10 @@ func (f *bgFixture) tool(c call.Context, name string, a map[string]any) call.Res
 
 func TestBackgroundStartReadWait(t *testing.T) {
 	f := newBackground(t, 0)
-	r := f.start(f.s1, "echo one; sleep 0.5; echo two >&2", "Print twice")
+	// "two" comes once the test has read "one" (it creates the file go), so
+	// that the first read cannot see both however slow the machine.
+	goFile := filepath.Join(f.ws, "go")
+	r := f.start(f.s1, fmt.Sprintf("echo one; while [ ! -e %q ]; do sleep 0.01; done; echo two >&2", goFile), "Print twice")
 	require.False(t, r.IsError, r.Text)
 	assert.Equal(t, "started background task bash-1", r.Text)
 	assert.Equal(t, Value{Kind: "background", TaskID: "bash-1"}, r.Value)
@@ -97,10 +101,14 @@ func TestBackgroundStartReadWait(t *testing.T) {
 
 	// Consuming reads: the first sees "one" (once it is there), waiting
 	// returns the rest and the end, then nothing is new.
+	var first string
 	require.Eventually(t, func() bool {
-		return strings.Contains(f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1"}).Text, "one")
-	}, 5*time.Second, 20*time.Millisecond)
-	o := f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1", "wait": true, "timeout_ms": 10000})
+		first = f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1"}).Text
+		return strings.Contains(first, "one")
+	}, testtime.Scale(5*time.Second), 20*time.Millisecond)
+	assert.Equal(t, "one\n[status: running]", first)
+	require.NoError(t, os.WriteFile(goFile, nil, 0o644))
+	o := f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1", "wait": true, "timeout_ms": testtime.Ms(10000)})
 	assert.Equal(t, "[stderr]\ntwo\n[status: completed, exit code: 0]", o.Text)
 	o = f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1"})
 	assert.Equal(t, "(no new output)\n[status: completed, exit code: 0]", o.Text)
@@ -132,7 +140,7 @@ func TestBackgroundKillAndNotice(t *testing.T) {
 
 	// A task that ends unread leaves a notice in its owner's session.
 	require.False(t, f.start(f.s2, "exit 3", "Fail on purpose").IsError)
-	require.Eventually(t, func() bool { return len(f.notices.list()) == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(f.notices.list()) == 1 }, testtime.Scale(5*time.Second), 10*time.Millisecond)
 	assert.Equal(t, []string{"s2: background task bash-2 (bash: Fail on purpose) finished [status: completed, exit code: 3]. Read its output with task_output."}, f.notices.list())
 }
 
@@ -144,7 +152,7 @@ func TestBackgroundLimitSpawnsNothing(t *testing.T) {
 	r := f.start(f.s1, "touch "+marker+"; sleep 30", "Third sleeper")
 	assert.True(t, r.IsError)
 	assert.Equal(t, "Error: background task limit reached for this owner (limit: 2); use task_kill to stop an unneeded task, wait for it to finish, then retry", r.Text)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(testtime.Scale(100 * time.Millisecond)) // longer: a stronger check
 	assert.NoFileExists(t, marker)
 	assert.False(t, f.start(f.s2, "true", "Other owner").IsError, "the limit is per owner")
 }

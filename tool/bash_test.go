@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dsh-sandbox/dsh-sandbox/envreg"
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
@@ -36,7 +37,7 @@ func outsideDir(t *testing.T) string {
 func newExecutor(t *testing.T, mode modes.Mode) (*sandbox.Executor, string) {
 	t.Helper()
 	ws := t.TempDir()
-	e, err := sandbox.NewExecutor(sandbox.Config{Mode: mode, Workspace: ws, SpillDir: t.TempDir(), KillGrace: 300 * time.Millisecond})
+	e, err := sandbox.NewExecutor(sandbox.Config{Mode: mode, Workspace: ws, SpillDir: t.TempDir(), KillGrace: testtime.Scale(300 * time.Millisecond)})
 	require.NoError(t, err)
 	t.Cleanup(func() { e.Close() })
 	return e, ws
@@ -213,10 +214,13 @@ func TestAbortAfterGrantSpawnsNothing(t *testing.T) {
 func TestForegroundTimeoutTrapExitsZero(t *testing.T) {
 	e, _ := newExecutor(t, modes.WorkspaceWrite)
 	b := newBash(t, Options{Executor: e})
+	// The timeout runs from the spawn, inside the executor: scaled, so that
+	// bash has installed its trap when it fires.
+	timeoutMs := testtime.Ms(300)
 	r := b.Call(context.Background(), call.Context{}, args(t, map[string]any{
-		"command": "trap 'echo bye; exit 0' TERM; sleep 30 & wait", "description": "Sleep then trap", "timeoutMs": 300}))
+		"command": "trap 'echo bye; exit 0' TERM; sleep 30 & wait", "description": "Sleep then trap", "timeoutMs": timeoutMs}))
 	require.False(t, r.IsError, r.Text)
-	assert.Equal(t, "bye\n[timed out after 300ms]", r.Text)
+	assert.Equal(t, "bye\n[timed out after "+formatMs(timeoutMs)+"ms]", r.Text)
 }
 
 func TestForegroundErrorsAndEnv(t *testing.T) {
@@ -238,11 +242,25 @@ func TestForegroundErrorsAndEnv(t *testing.T) {
 	assert.True(t, r.IsError)
 	assert.True(t, strings.HasPrefix(r.Text, "Error: invalid request: workdir"), r.Text)
 
+	// The abort comes once the command runs (it created its marker), not
+	// at a time that a slow machine could reach before the spawn.
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(200*time.Millisecond, cancel)
-	r = b.Call(ctx, c, args(t, map[string]any{"command": "sleep 30", "description": "Sleep"}))
+	defer cancel()
+	started := filepath.Join(ws, "started")
+	go func() {
+		deadline := time.Now().Add(testtime.Scale(30 * time.Second))
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(started); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	r = b.Call(ctx, c, args(t, map[string]any{"command": "touch started; sleep 30", "description": "Sleep"}))
 	assert.True(t, r.IsError)
 	assert.Equal(t, "Error: tool call aborted", r.Text)
+	assert.FileExists(t, started, "the abort came before the command ran")
 }
 
 func TestPolicyContext(t *testing.T) {
@@ -306,7 +324,7 @@ func TestApproverIgnoringAbortCannotHoldTheCall(t *testing.T) {
 	var r call.Result
 	select {
 	case r = <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testtime.Scale(30 * time.Second)):
 		close(release)
 		t.Fatal("Call still waits for an Approver that ignores the abort")
 	}
@@ -340,7 +358,7 @@ func TestEnvHookIgnoringAbortCannotHoldTheCall(t *testing.T) {
 	case r := <-done:
 		assert.True(t, r.IsError)
 		assert.Equal(t, "Error: tool call aborted", r.Text)
-	case <-time.After(30 * time.Second):
+	case <-time.After(testtime.Scale(30 * time.Second)):
 		t.Fatal("Call still waits for an Env hook that ignores the abort")
 	}
 	assert.NoFileExists(t, marker)

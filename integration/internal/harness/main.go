@@ -24,11 +24,18 @@
 // With nofile_headroom set, the soft RLIMIT_NOFILE is lowered before the
 // action to the descriptors open then plus that many.
 //
-// With survivors_of set, after the action the harness waits up to 2 s for
-// no process whose command line contains that string to remain, and reports
-// those still there. Every Output reports the harness's pid, its memory
-// (VmRSS before the action, VmHWM after it) and its environment before and
-// after the action.
+// With arm_on (start: the command's stdout contains it) or arm_file (run and
+// start: that file exists) set, abort_after_ms and kill_after_ms count from
+// the moment the command got there instead of from the call. The outcome
+// says when (armed_at_ms), and when the context was cancelled (abort_at_ms)
+// and Kill called (kill_at_ms), all in ms from the same start as
+// elapsed_ms.
+//
+// With survivors_of set, after the action the harness waits up to 2 s (times
+// time_scale, like hold's 15 s) for no process whose command line contains
+// that string to remain, and reports those still there. Every Output reports
+// the harness's pid, its memory (VmRSS before the action, VmHWM after it)
+// and its environment before and after the action.
 package main
 
 import (
@@ -92,14 +99,14 @@ func main() {
 	}
 	switch spec.Action {
 	case "run":
-		out.Outcome = run(e, spec.Request, spec.AbortAfterMs)
+		out.Outcome = run(e, spec.Request, spec)
 	case "start":
 		out.Outcome = start(e, spec)
 	case "concurrent":
 		out.Results = make([]harnessproto.Outcome, len(spec.Requests))
 		var wg sync.WaitGroup
 		for i, r := range spec.Requests {
-			wg.Go(func() { out.Results[i] = run(e, r, spec.AbortAfterMs) })
+			wg.Go(func() { out.Results[i] = run(e, r, spec) })
 		}
 		wg.Wait()
 	case "hold":
@@ -110,7 +117,7 @@ func main() {
 	out.HWMAfterKB = procStatusKB("VmHWM")
 	out.EnvAfter = os.Environ()
 	if spec.SurvivorsOf != "" {
-		deadline := time.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(scaled(spec, 2*time.Second))
 		for {
 			out.Survivors = procscan.WithCmdline(spec.SurvivorsOf)
 			if len(out.Survivors) == 0 || time.Now().After(deadline) {
@@ -171,19 +178,82 @@ func request(r harnessproto.Request) (sandbox.Request, error) {
 	return req, nil
 }
 
-func run(e *sandbox.Executor, r harnessproto.Request, abortAfterMs int) harnessproto.Outcome {
+func run(e *sandbox.Executor, r harnessproto.Request, spec harnessproto.Spec) harnessproto.Outcome {
 	req, err := request(r)
 	if err != nil {
 		fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	t0 := time.Now() // before the abort timer: elapsed >= abort + grace
-	if abortAfterMs > 0 {
-		time.AfterFunc(time.Duration(abortAfterMs)*time.Millisecond, cancel)
+	var c clock
+	c.t0 = time.Now() // before the abort timer: elapsed >= abort + grace
+	ended := make(chan struct{})
+	var armer sync.WaitGroup
+	if spec.AbortAfterMs > 0 {
+		abort := func() {
+			time.AfterFunc(time.Duration(spec.AbortAfterMs)*time.Millisecond, func() {
+				select {
+				case <-ended: // too late: Run returned
+				default:
+					c.mark(&c.abortAt)
+					cancel()
+				}
+			})
+		}
+		if spec.ArmFile == "" {
+			abort()
+		} else {
+			armer.Go(func() {
+				if waitFile(spec.ArmFile, ended) {
+					c.mark(&c.armedAt)
+					abort()
+				}
+			})
+		}
 	}
 	res, err := e.Run(ctx, req)
-	return harnessproto.Outcome{Result: res, Error: classify(err), ElapsedMs: ms(time.Since(t0))}
+	elapsed := time.Since(c.t0)
+	close(ended)
+	armer.Wait()
+	o := harnessproto.Outcome{Result: res, Error: classify(err), ElapsedMs: ms(elapsed)}
+	c.report(&o)
+	return o
+}
+
+// clock records, from t0, when the arm marker was seen, the context
+// cancelled and Kill called (timer goroutines write, the action reads).
+type clock struct {
+	t0                       time.Time
+	mu                       sync.Mutex
+	armedAt, abortAt, killAt time.Duration
+}
+
+func (c *clock) mark(at *time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *at == 0 {
+		*at = max(time.Since(c.t0), time.Nanosecond)
+	}
+}
+
+func (c *clock) report(o *harnessproto.Outcome) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o.ArmedAtMs, o.AbortAtMs, o.KillAtMs = ms(c.armedAt), ms(c.abortAt), ms(c.killAt)
+}
+
+// waitFile polls for path until it exists (true) or done is closed.
+func waitFile(path string, done <-chan struct{}) bool {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+		select {
+		case <-done:
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
@@ -193,10 +263,11 @@ func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	t0 := time.Now()
+	var c clock
+	c.t0 = time.Now()
 	p, err := e.Start(ctx, req)
 	if err != nil {
-		return harnessproto.Outcome{Error: classify(err), ElapsedMs: ms(time.Since(t0))}
+		return harnessproto.Outcome{Error: classify(err), ElapsedMs: ms(time.Since(c.t0))}
 	}
 	var o harnessproto.Outcome
 	if spec.StopOnSettled {
@@ -206,25 +277,40 @@ func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
 			cancel()
 		})
 	}
-	if spec.AbortAfterMs > 0 {
-		time.AfterFunc(time.Duration(spec.AbortAfterMs)*time.Millisecond, cancel)
-	}
 	var killOnce sync.Once
 	kill := func() {
 		killOnce.Do(func() {
+			c.mark(&c.killAt)
 			o.KillCalled, o.KillReturned = true, p.Kill()
 			o.StatusAfterKill = string(p.Status())
 		})
 	}
 	var killTimer <-chan time.Time
-	if spec.KillAfterMs > 0 {
-		killTimer = time.After(time.Duration(spec.KillAfterMs) * time.Millisecond)
+	armed := false
+	arm := func() {
+		armed = true
+		if spec.AbortAfterMs > 0 {
+			time.AfterFunc(time.Duration(spec.AbortAfterMs)*time.Millisecond, func() {
+				select {
+				case <-p.Done(): // too late: the command ended
+				default:
+					c.mark(&c.abortAt)
+					cancel()
+				}
+			})
+		}
+		if spec.KillAfterMs > 0 {
+			killTimer = time.After(time.Duration(spec.KillAfterMs) * time.Millisecond)
+		}
+	}
+	if spec.ArmOn == "" && spec.ArmFile == "" {
+		arm()
 	}
 	every := time.Duration(spec.ReadEveryMs) * time.Millisecond
 	if every <= 0 {
 		every = 20 * time.Millisecond
 	}
-	reading := spec.ReadEveryMs > 0 || spec.KillOn != ""
+	reading := spec.ReadEveryMs > 0 || spec.KillOn != "" || spec.ArmOn != ""
 	var seen strings.Builder
 	read := func() {
 		d := p.Read()
@@ -235,6 +321,21 @@ func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
 		if spec.KillOn != "" && strings.Contains(seen.String(), spec.KillOn) {
 			kill()
 		}
+	}
+	checkArm := func() {
+		if armed {
+			return
+		}
+		if spec.ArmOn != "" && !strings.Contains(seen.String(), spec.ArmOn) {
+			return
+		}
+		if spec.ArmFile != "" {
+			if _, err := os.Stat(spec.ArmFile); err != nil {
+				return
+			}
+		}
+		c.mark(&c.armedAt)
+		arm()
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -249,19 +350,21 @@ loop:
 			if reading {
 				read()
 			}
+			checkArm()
 		}
 	}
 	if reading {
 		read()
 	}
 	res, werr := p.Wait(context.Background())
-	o.Result, o.Error, o.ElapsedMs = res, classify(werr), ms(time.Since(t0))
+	o.Result, o.Error, o.ElapsedMs = res, classify(werr), ms(time.Since(c.t0))
 	if p.Result() != res {
 		fatal(errors.New("Process.Result differs from Process.Wait"))
 	}
 	again := p.Kill()
 	o.KillAfterDone = &again
 	o.StatusAtEnd = string(p.Status())
+	c.report(&o)
 	return o
 }
 
@@ -281,7 +384,7 @@ func hold(e *sandbox.Executor, spec harnessproto.Spec) {
 			fatal(fmt.Errorf("start %q: %w", r.Command, err))
 		}
 		var seen strings.Builder
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(scaled(spec, 15*time.Second))
 		for !strings.Contains(seen.String(), ready) {
 			if time.Now().After(deadline) {
 				fatal(fmt.Errorf("%q never printed %q (stdout %q)", r.Command, ready, seen.String()))
@@ -361,6 +464,12 @@ func procStatusKB(field string) int64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// scaled multiplies one of the harness's own deadlines by the spec's
+// time_scale (at least 1).
+func scaled(spec harnessproto.Spec, d time.Duration) time.Duration {
+	return time.Duration(float64(d) * max(spec.TimeScale, 1))
+}
 
 func emit(out harnessproto.Output) {
 	enc := json.NewEncoder(os.Stdout)

@@ -46,9 +46,20 @@ type Spec struct {
 	AbortAfterMs int       `json:"abort_after_ms,omitempty"`
 	KillAfterMs  int       `json:"kill_after_ms,omitempty"`
 	KillOn       string    `json:"kill_on,omitempty"`
-	ReadEveryMs  int       `json:"read_every_ms,omitempty"`
-	ReadyOn      string    `json:"ready_on,omitempty"`
-	SurvivorsOf  string    `json:"survivors_of,omitempty"`
+	// ArmOn (start) and ArmFile (run, start), when set, hold back the
+	// abort_after_ms and kill_after_ms timers until the command got to a
+	// point: its stdout contains ArmOn, or the file ArmFile exists. The
+	// timers then count from that moment instead of from the call, so that
+	// a slow machine cannot stop the command before it is ready (say,
+	// before its TERM trap is installed).
+	ArmOn   string `json:"arm_on,omitempty"`
+	ArmFile string `json:"arm_file,omitempty"`
+	// TimeScale multiplies the harness's own deadlines (the survivor
+	// wait, hold's readiness wait): the tests' DSH_TEST_TIME_SCALE.
+	TimeScale   float64 `json:"time_scale,omitempty"`
+	ReadEveryMs int     `json:"read_every_ms,omitempty"`
+	ReadyOn     string  `json:"ready_on,omitempty"`
+	SurvivorsOf string  `json:"survivors_of,omitempty"`
 	// hold: exit(0) once ready instead of blocking
 	ExitAfterReady bool `json:"exit_after_ready,omitempty"`
 	// start: from OnSettled, call Kill and cancel the context
@@ -80,6 +91,12 @@ type Outcome struct {
 	Result    *sandbox.RunResult `json:"result"`
 	Error     *ErrorInfo         `json:"error"`
 	ElapsedMs float64            `json:"elapsed_ms"`
+	// When, in ms from the same start as ElapsedMs, the arm marker was
+	// seen, the context was cancelled (abort_after_ms) and Kill was
+	// called; 0 when it did not happen.
+	ArmedAtMs float64 `json:"armed_at_ms,omitempty"`
+	AbortAtMs float64 `json:"abort_at_ms,omitempty"`
+	KillAtMs  float64 `json:"kill_at_ms,omitempty"`
 	// start only
 	Deltas          []sandbox.Delta `json:"deltas,omitempty"`
 	KillCalled      bool            `json:"kill_called,omitempty"`
