@@ -353,6 +353,9 @@ type runOpts struct {
 	ExtraFiles []*os.File
 	NoReport   bool
 	Timeout    time.Duration
+	// CgroupFD, when positive, is a cgroup v2 directory the CLI (or its
+	// Wrap) starts in (CLONE_INTO_CGROUP, by the root test process).
+	CgroupFD int
 }
 
 type result struct {
@@ -464,6 +467,9 @@ func (id identity) start(t *testing.T, o runOpts) *started {
 	cmd.Stderr = s.errF
 	cmd.ExtraFiles = o.ExtraFiles
 	cmd.SysProcAttr = id.sysProcAttr()
+	if o.CgroupFD > 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, o.CgroupFD
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %q: %v", args, err)
 	}

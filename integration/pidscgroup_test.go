@@ -16,6 +16,7 @@ import (
 // identity can move itself in (wrap).
 type pidsCgroup struct {
 	dir string
+	fd  int // cgroup v2: the directory, for CLONE_INTO_CGROUP (0: v1)
 }
 
 func newPidsCgroup(t *testing.T, id identity, max int) *pidsCgroup {
@@ -35,6 +36,15 @@ func newPidsCgroup(t *testing.T, id identity, max int) *pidsCgroup {
 	c := &pidsCgroup{dir: filepath.Join(base, "dsh-it-pids-"+nonce())}
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		t.Fatalf("pids cgroup: %v", err)
+	}
+	if base == "/sys/fs/cgroup" {
+		fd, err := syscall.Open(c.dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			os.Remove(c.dir)
+			t.Fatalf("pids cgroup: %v", err)
+		}
+		c.fd = fd
+		t.Cleanup(func() { syscall.Close(fd) })
 	}
 	if err := os.WriteFile(filepath.Join(c.dir, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
 		os.Remove(c.dir)
@@ -92,6 +102,18 @@ func (c *pidsCgroup) current(t *testing.T) int {
 func (c *pidsCgroup) wrap(more []string) []string {
 	w := []string{"sh", "-c", `echo $$ > "$0" && exec "$@"`, filepath.Join(c.dir, "cgroup.procs")}
 	return append(w, more...)
+}
+
+// place returns how to start a process in the cgroup: behind the wrap
+// (cgroup v1, where the chowned cgroup.procs lets the identity move itself),
+// or, on cgroup v2, where moving needs write access to the common ancestor's
+// cgroup.procs too (the root's: not the test user's), started there by the
+// root test process with CLONE_INTO_CGROUP (runOpts.CgroupFD).
+func (c *pidsCgroup) place(more []string) (wrap []string, cgroupFD int) {
+	if c.fd > 0 {
+		return more, c.fd
+	}
+	return c.wrap(more), 0
 }
 
 // survivors describes the processes left in the cgroup.

@@ -17,7 +17,8 @@ func TestThreadExhaustionIsOneLine(t *testing.T) {
 			t.Run(fmt.Sprintf("pids.max=%d", max), func(t *testing.T) {
 				cg := newPidsCgroup(t, id, max)
 				ws := id.workspace(t)
-				r := id.run(t, runOpts{Wrap: cg.wrap(nil), Flags: sandboxFlags("workspace-write", ws), Argv: []string{"bash", "-c", "echo ok"},
+				cwrap, cfd := cg.place(nil)
+				r := id.run(t, runOpts{Wrap: cwrap, CgroupFD: cfd, Flags: sandboxFlags("workspace-write", ws), Argv: []string{"bash", "-c", "echo ok"},
 					Dir: ws, NoReport: true, Timeout: 60 * time.Second})
 				switch r.Exit {
 				case 0:
