@@ -6,7 +6,7 @@
 #   KERNEL_PKG=...      an exact linux-image package instead of the newest of the series
 #   PKGS="./..."        the packages whose tests run in the VM (default: every package with tests)
 #   RUN=regex (TESTS=)  go test -run for every package (default: all tests)
-#   GO_TEST_TIMEOUT=... go test -timeout per package inside the VM (default 40m)
+#   GO_TEST_TIMEOUT=... go test -timeout per package inside the VM (default 65m)
 #   TIME_SCALE=N        DSH_TEST_TIME_SCALE in the guest: tests multiply their deadlines by N
 #                       (default 10 under TCG, 2 under KVM)
 #   VM_TIMEOUT=...      hard limit for the whole QEMU run, seconds (default: go test's + 300)
@@ -24,7 +24,7 @@ set -euo pipefail
 KERNEL=${KERNEL:-6.1}
 PKGS=${PKGS:-./...}
 RUN=${RUN:-${TESTS:-.}}
-GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-40m}
+GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-65m}
 VM_MEM=${VM_MEM:-2048}
 VM_SMP=${VM_SMP:-2}
 here="$(cd "$(dirname "$0")" && pwd)"
