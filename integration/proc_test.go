@@ -24,12 +24,20 @@ type hostProcess struct {
 
 func (id identity) startHostProcess(t *testing.T) *hostProcess {
 	t.Helper()
+	return id.startHost(t, false)
+}
+
+// startHost starts the host process, as the leader of a process group of
+// its own when group.
+func (id identity) startHost(t *testing.T, group bool) *hostProcess {
+	t.Helper()
 	arg := uniqueSleep(t)
 	h := &hostProcess{secret: "DSH_IT_SECRET_" + nonce(), arg: arg, exited: make(chan struct{})}
 	cmd := exec.Command("sleep", arg)
 	cmd.Env = id.env("DSH_SECRET=" + h.secret)
 	cmd.Dir = "/"
 	cmd.SysProcAttr = id.sysProcAttr()
+	cmd.SysProcAttr.Setpgid = group
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

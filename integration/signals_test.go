@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"os/exec"
 	"strconv"
 	"testing"
 )
@@ -13,26 +12,6 @@ import (
 // case runs on the kernel's ABI and, where the kernel is newer, capped at
 // ABI 5 and 2 with --landlock-abi: the very code path of Ubuntu 24.04
 // (6.8, ABI 4) and Debian 12 (6.1, ABI 2), which make vm-test runs for real.
-
-// startHostGroup starts a `sleep` as the identity, outside any sandbox, as
-// the leader of a process group of its own.
-func (id identity) startHostGroup(t *testing.T) *hostProcess {
-	t.Helper()
-	arg := uniqueSleep(t)
-	h := &hostProcess{secret: "-", arg: arg, exited: make(chan struct{})}
-	cmd := exec.Command("sleep", arg)
-	cmd.Env = id.env()
-	cmd.Dir = "/"
-	cmd.SysProcAttr = id.sysProcAttr()
-	cmd.SysProcAttr.Setpgid = true
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	h.cmd, h.pid = cmd, cmd.Process.Pid
-	go func() { _ = cmd.Wait(); close(h.exited) }()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); <-h.exited })
-	return h
-}
 
 const pidfdSignalScript = `python3 - "$PID" <<'EOF'
 import os, signal, sys
@@ -112,7 +91,7 @@ func TestSignalsStayInTheSandbox(t *testing.T) {
 							}
 							for _, c := range denied {
 								t.Run(mode+"/"+c.name, func(t *testing.T) {
-									hp := id.startHostGroup(t)
+									hp := id.startHost(t, true)
 									ws := id.workspace(t)
 									r := id.run(t, runOpts{
 										Wrap:  h.d.wrap(),
