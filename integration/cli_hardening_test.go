@@ -530,15 +530,10 @@ func TestDenialsCapped(t *testing.T) {
 // consistent hand-built policy runs, confined.
 func TestInvalidPolicyRefused(t *testing.T) {
 	needCLI(t)
-	bin := filepath.Join(binDir, "rawcmd")
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
+	if rawcmdErr != nil {
+		t.Fatalf("integration/internal/rawcmd did not build: %v", rawcmdErr)
 	}
-	if err := goBuild(root, bin, "./integration/internal/rawcmd"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(bin) })
+	bin := rawcmdBin
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		type policy struct {
 			Mode          string   `json:"mode"`

@@ -14,8 +14,8 @@
 //	DSH_TEST_USER          unprivileged account to run the CLI as (default dshtest)
 //	DSH_REQUIRE_LANDLOCK=1 fail (instead of skip) tests that need Landlock when it is absent
 //	DSH_SANDBOX_RUN        use this prebuilt dsh-sandbox-run instead of building one
-//	DSH_IT_BIN             a directory with prebuilt dsh-sandbox-run, degrade, harness
-//	                       and toolrepl binaries (make vm-test) instead of building them
+//	DSH_IT_BIN             a directory with prebuilt dsh-sandbox-run, degrade, harness,
+//	                       toolrepl and rawcmd binaries (make vm-test) instead of building them
 //	DSH_TEST_TIME_SCALE    multiply the tests' deadlines (make vm-test sets it under TCG)
 //	CI=true                a missing test user is a failure, not a skip
 package integration
@@ -53,6 +53,8 @@ var (
 	degradeBin string // integration/internal/degrade
 	buildErr   error  // why the CLI could not be built
 	helperErr  error  // why the degrade helper could not be built
+	rawcmdBin  string // integration/internal/rawcmd
+	rawcmdErr  error  // why it could not be built
 )
 
 func TestMain(m *testing.M) {
@@ -105,6 +107,9 @@ func runMain(m *testing.M) int {
 	}
 	if toolreplBin, toolreplErr = build("toolrepl", "./examples/toolrepl"); toolreplErr != nil {
 		fmt.Fprintln(os.Stderr, "integration: build of examples/toolrepl failed:\n", toolreplErr)
+	}
+	if rawcmdBin, rawcmdErr = build("rawcmd", "./integration/internal/rawcmd"); rawcmdErr != nil {
+		fmt.Fprintln(os.Stderr, "integration: build of integration/internal/rawcmd failed:\n", rawcmdErr)
 	}
 	return m.Run()
 }

@@ -20,6 +20,9 @@
 # user being dshtest) with DSH_REQUIRE_LANDLOCK=1 CI=true. Exit status: 0 when go test passed,
 # 1 when it failed, 2 when the VM did not produce a result (boot failure, timeout).
 set -euo pipefail
+# The whole script is one compound command, read before it runs: editing this file while a VM
+# runs (for an hour) cannot change what the running copy does next.
+{
 
 KERNEL=${KERNEL:-6.1}
 PKGS=${PKGS:-./...}
@@ -98,6 +101,7 @@ log "building the test binaries on the host ($run/bin)"
   CGO_ENABLED=1 "$GO" build -o "$run/bin/degrade" ./integration/internal/degrade
   CGO_ENABLED=1 "$GO" build -o "$run/bin/harness" ./integration/internal/harness
   CGO_ENABLED=1 "$GO" build -o "$run/bin/toolrepl" ./examples/toolrepl
+  CGO_ENABLED=1 "$GO" build -o "$run/bin/rawcmd" ./integration/internal/rawcmd
 ) || die "building the test binaries failed"
 [ -s "$run/packages" ] || die "PKGS=$PKGS: no package with tests"
 chmod 0755 "$run/bin"/*
@@ -186,3 +190,5 @@ grep -E '^(--- |    --- )(FAIL|SKIP)|^(ok|FAIL) ' "$run/go-test.txt" || true
 grep -h '^vm-guest:' "$run/console.txt" | tr -d '\r' || true
 log "kernel $kver: go test exited $grc; $(grep -c '^--- FAIL' "$run/go-test.txt" || true) top-level failure(s)"
 [ "$grc" = 0 ] || exit 1
+exit 0
+}
