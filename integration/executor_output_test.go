@@ -318,14 +318,14 @@ func TestExecutorSpillDirProtected(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		cfg := id.execConfig(t, "workspace-write")
 		script := fmt.Sprintf(`seq 1 20000
-for i in $(seq %[2]d); do ls %[1]s/dsh-sandbox-spill-*/*stdout.log >/dev/null 2>&1 && break; sleep 0.02; done
+for i in $(seq %[2]s); do ls %[1]s/dsh-sandbox-spill-*/*stdout.log >/dev/null 2>&1 && break; sleep 0.02; done
 for f in %[1]s/dsh-sandbox-spill-*/*; do
   echo "SAW $f" >&2
   echo tamper >> "$f" && echo "TAMPERED $f" >&2
   rm -f "$f" && [ ! -e "$f" ] && echo "REMOVED $f" >&2
 done
 for d in %[1]s/dsh-sandbox-spill-*; do touch "$d/planted" && echo "PLANTED $d" >&2; done
-true`, cfg.SpillDir, int(testtime.Ms(100)))
+true`, cfg.SpillDir, tries(100))
 		o := id.harness(t, harnessproto.Spec{Config: cfg, Action: "run", Request: harnessproto.Request{Command: script}})
 		r := requireResult(t, o.Outcome)
 		requireConfined(t, r, "workspace-write")

@@ -303,11 +303,11 @@ func requireNoneLeft(t *testing.T, s string, grace time.Duration) {
 func treeScript(n string) string {
 	return fmt.Sprintf(`setsid bash -c 'touch .a-%[1]s; exec sleep 1000%[1]s1' </dev/null >/dev/null 2>&1 &
 ( trap '' TERM HUP; bash -c 'touch .b-%[1]s; exec sleep 1000%[1]s2' </dev/null >/dev/null 2>&1 & )
-for i in $(seq 1000); do [ -e .a-%[1]s ] && [ -e .b-%[1]s ] && break; sleep 0.01; done
+for i in $(seq %[3]s); do [ -e .a-%[1]s ] && [ -e .b-%[1]s ] && break; sleep 0.01; done
 [ -e .a-%[1]s ] && [ -e .b-%[1]s ] && echo ready
 touch %[2]s
 sleep 1000%[1]s3
-echo not-killed`, n, treeArmed(n))
+echo not-killed`, n, treeArmed(n), tries(1000))
 }
 
 // treeArmed is the file treeScript(n) creates in its cwd once it printed

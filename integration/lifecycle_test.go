@@ -18,13 +18,13 @@ func TestNoSurvivorAfterExit(t *testing.T) {
 		for _, mode := range allModes {
 			for _, c := range []struct{ name, script string }{
 				{"setsid nohup", `setsid nohup sleep "$ARG" >/dev/null 2>&1 < /dev/null &
-for i in $(seq 200); do pgrep -f "^sleep $ARG\$" >/dev/null && break; sleep 0.02; done
+for i in $(seq $TRIES); do pgrep -f "^sleep $ARG\$" >/dev/null && break; sleep 0.02; done
 pgrep -f "^sleep $ARG\$" >/dev/null || exit 7; exit 0`},
 				{"double fork", `( ( exec sleep "$ARG" >/dev/null 2>&1 < /dev/null & ) & )
-for i in $(seq 200); do pgrep -f "^sleep $ARG\$" >/dev/null && break; sleep 0.02; done
+for i in $(seq $TRIES); do pgrep -f "^sleep $ARG\$" >/dev/null && break; sleep 0.02; done
 pgrep -f "^sleep $ARG\$" >/dev/null || exit 7; exit 0`},
 				{"setsid double fork ignoring signals", `setsid bash -c 'trap "" TERM HUP INT; ( exec sleep "$ARG" </dev/null >/dev/null 2>&1 & ); ' &
-for i in $(seq 200); do pgrep -f "^sleep $ARG\$" >/dev/null && break; sleep 0.02; done
+for i in $(seq $TRIES); do pgrep -f "^sleep $ARG\$" >/dev/null && break; sleep 0.02; done
 pgrep -f "^sleep $ARG\$" >/dev/null || exit 7; exit 0`},
 			} {
 				t.Run(mode+"/"+c.name, func(t *testing.T) {
@@ -33,7 +33,7 @@ pgrep -f "^sleep $ARG\$" >/dev/null || exit 7; exit 0`},
 					r := id.run(t, runOpts{
 						Flags: sandboxFlags(mode, ws),
 						Argv:  bash(c.script),
-						Env:   []string{"ARG=" + arg, "WS=" + ws},
+						Env:   []string{"ARG=" + arg, "WS=" + ws, "TRIES=" + tries(200)},
 						Dir:   ws,
 					})
 					// exit 0 proves the daemon was running when the command ended (7: never started)
@@ -57,10 +57,10 @@ func TestSIGTERMForwardedAndNoSurvivor(t *testing.T) {
 					Flags: sandboxFlags(mode, ws),
 					Argv: bash(`trap 'echo bye' TERM
 setsid nohup sleep "$ARG" >/dev/null 2>&1 < /dev/null &
-for i in $(seq 200); do pgrep -f "^sleep $ARG\$" >/dev/null && break; sleep 0.02; done
+for i in $(seq $TRIES); do pgrep -f "^sleep $ARG\$" >/dev/null && break; sleep 0.02; done
 echo ready
 while :; do sleep 0.05; done`),
-					Env: []string{"ARG=" + arg},
+					Env: []string{"ARG=" + arg, "TRIES=" + tries(200)},
 					Dir: ws,
 				})
 				// readiness: stdout says ready (read-only cannot write a marker file)
@@ -108,10 +108,10 @@ func sigkillNoSurvivor(t *testing.T, id identity, mode string, wrap []string, fl
 		Flags: sandboxFlags(mode, ws, flags...),
 		Argv: bash(`setsid nohup sleep "$D" >/dev/null 2>&1 < /dev/null &
 ( ( exec sleep "$D" </dev/null >/dev/null 2>&1 & ) & )
-for i in $(seq 200); do [ "$(pgrep -c -f "^sleep $D\$")" = 2 ] && break; sleep 0.02; done
+for i in $(seq $TRIES); do [ "$(pgrep -c -f "^sleep $D\$")" = 2 ] && break; sleep 0.02; done
 echo ready
 sleep "$M"`),
-		Env: []string{"D=" + daemon, "M=" + main},
+		Env: []string{"D=" + daemon, "M=" + main, "TRIES=" + tries(200)},
 		Dir: ws,
 	})
 	if err := waitOutput(s, "ready", 10*time.Second); err != nil {

@@ -422,6 +422,10 @@ func sandboxFlags(mode, ws string, more ...string) []string {
 
 func bash(script string) []string { return []string{"bash", "-c", script} }
 
+// tries is n rounds of a command's own polling loop (`for i in $(seq N)`),
+// scaled by testtime: the loop's cap stands for "enough time".
+func tries(n int) string { return strconv.Itoa(int(testtime.Ms(float64(n)))) }
+
 // sleepArg is d scaled by testtime as an argument of sleep(1) (seconds), for
 // a command's sleeps that stand for "the other side had time to act".
 func sleepArg(d time.Duration) string {
