@@ -38,7 +38,6 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define CTRL_FD 3
@@ -278,10 +277,6 @@ static const char *opt_str(const char *key) {
 }
 
 static pid_t child;
-// child_reaped: the command's main process was waited for. Until then its
-// pid, which is also its process group's id (it calls setsid), cannot be
-// reused, so kill(-child) reaches the sandbox's processes only.
-static int child_reaped;
 static int pid1;
 // nextra is the number of the command's extra files: the runner's fds 4..
 static int nextra;
@@ -508,17 +503,11 @@ static void kill_tree(void) {
 	// until a pass finds nothing it had not killed already; reap what
 	// exited; wait for the rest to die; stop when no child is left.
 	for (;;) {
-		// The command's process group first, in one call: every process
-		// that did not leave it (a fork bomb's children do not) stops
-		// forking at once, however many there are; the passes below find
-		// the rest, which left it with setsid or setpgid.
-		if (child > 0 && !child_reaped) kill(-child, SIGKILL);
 		size_t fresh = kill_pass();
 		int reaped = 0;
 		for (;;) {
 			pid_t r = waitpid(-1, NULL, WNOHANG);
 			if (r > 0) {
-				if (r == child) child_reaped = 1;
 				reaped = 1;
 				continue;
 			}
@@ -527,12 +516,12 @@ static void kill_tree(void) {
 			break;
 		}
 		if (fresh == 0 && !reaped) {
-			// Everything found is dying — or a pass missed a process: a
-			// children list read while the tree forks and exits is not
-			// exact, and a failed signal is not retried as fresh. So never
-			// a wait only a child's exit ends: pause, then look again.
-			struct timespec pause = {0, 10 * 1000 * 1000};
-			nanosleep(&pause, NULL);
+			// Everything found is dying: wait for one to go.
+			pid_t r;
+			do {
+				r = waitpid(-1, NULL, 0);
+			} while (r < 0 && errno == EINTR);
+			if (r < 0 && errno == ECHILD) goto out;
 		}
 	}
 out:
@@ -585,7 +574,6 @@ static void supervise(int sfd) {
 				pid_t r = waitpid(-1, &st, WNOHANG);
 				if (r <= 0) break;
 				if (r == child) {
-					child_reaped = 1;
 					status = st;
 					goto done;
 				}
