@@ -76,6 +76,18 @@ var (
 	}
 )
 
+// prepare checks what the simulation needs and returns its wrap; a nil
+// degradation is this host as it is (Landlock required).
+func (d *degradation) prepare(t *testing.T, id identity) []string {
+	t.Helper()
+	if d == nil {
+		requireLandlock(t)
+		return nil
+	}
+	d.need(t, id)
+	return d.wrap()
+}
+
 // TestNoLandlockHelper checks the simulation itself.
 func TestNoLandlockHelper(t *testing.T) {
 	needHelper(t)

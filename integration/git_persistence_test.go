@@ -249,13 +249,7 @@ func TestGitAuditLeavesHostEditsOfProtectedFiles(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			forEachIdentity(t, func(t *testing.T, id identity) {
-				var wrap []string
-				if d != nil {
-					d.need(t, id)
-					wrap = d.wrap()
-				} else {
-					requireLandlock(t)
-				}
+				wrap := d.prepare(t, id)
 				ws := gitRepo(t, id)
 				sync := filepath.Join(ws, "sync")
 				id.mkdirAt(t, sync)

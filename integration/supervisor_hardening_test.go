@@ -390,13 +390,7 @@ func TestSupervisorUserfaultfdDeviceDenied(t *testing.T) {
 					name = d.name + "/" + mode
 				}
 				t.Run(name, func(t *testing.T) {
-					var wrap []string
-					if d != nil {
-						d.need(t, id)
-						wrap = d.wrap()
-					} else {
-						requireLandlock(t)
-					}
+					wrap := d.prepare(t, id)
 					ws := id.workspace(t)
 					id.writeOwned(t, filepath.Join(ws, "uffd.py"), uffdPy, 0o644)
 					r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags(mode, ws), Argv: []string{"python3", "uffd.py"}, Dir: ws})
