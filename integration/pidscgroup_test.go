@@ -116,17 +116,99 @@ func (c *pidsCgroup) place(more []string) (wrap []string, cgroupFD int) {
 	return c.wrap(more), 0
 }
 
-// survivors describes the processes left in the cgroup.
+// survivors describes the processes left in the cgroup: the runner's own
+// processes first, each with its state, parent, wait channel, signal masks
+// and (root) kernel stack — what a kill that did not happen leaves to read —
+// then the first of the rest.
 func (c *pidsCgroup) survivors(t *testing.T) string {
 	var b strings.Builder
 	procs := c.procs(t)
-	for i, p := range procs {
-		if i == 10 {
-			fmt.Fprintf(&b, " … (%d in all)", len(procs))
+	shown := 0
+	for pass := 0; pass < 2; pass++ {
+		for _, p := range procs {
+			dir := "/proc/" + strconv.Itoa(p)
+			cmd, _ := os.ReadFile(dir + "/cmdline")
+			runner := strings.HasPrefix(string(cmd), "dsh-sandbox-runner")
+			if runner != (pass == 0) || (!runner && shown >= 10) {
+				continue
+			}
+			shown++
+			fmt.Fprintf(&b, "\n  %d %s", p, procSummary(dir))
+			if runner {
+				if st, err := os.ReadFile(dir + "/stack"); err == nil {
+					fmt.Fprintf(&b, "\n    stack: %s", strings.ReplaceAll(strings.TrimSpace(string(st)), "\n", " | "))
+				}
+				if sc := sampleSyscalls(dir); sc != "" {
+					fmt.Fprintf(&b, "\n    syscalls: %s", sc)
+				}
+				if fds, err := os.ReadDir(dir + "/fd"); err == nil {
+					b.WriteString("\n    fds:")
+					for _, fd := range fds {
+						l, _ := os.Readlink(dir + "/fd/" + fd.Name())
+						fmt.Fprintf(&b, " %s=%s", fd.Name(), l)
+					}
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("%s\n  (%d in all)", b.String(), len(procs))
+}
+
+// procSummary is the comm, state, parent, wait channel and signal fields of
+// the process at dir (/proc/PID).
+func procSummary(dir string) string {
+	stat, _ := os.ReadFile(dir + "/stat")
+	s := string(stat)
+	comm, rest := "?", s
+	if i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')'); i >= 0 && j > i {
+		comm, rest = s[i+1:j], s[j+1:]
+	}
+	f := strings.Fields(rest) // state ppid pgrp session ...
+	state, ppid := "?", "?"
+	if len(f) > 1 {
+		state, ppid = f[0], f[1]
+	}
+	wchan, _ := os.ReadFile(dir + "/wchan")
+	var sig []string
+	status, _ := os.ReadFile(dir + "/status")
+	for _, line := range strings.Split(string(status), "\n") {
+		for _, k := range []string{"SigPnd:", "ShdPnd:", "SigBlk:", "Threads:"} {
+			if strings.HasPrefix(line, k) {
+				sig = append(sig, strings.Join(strings.Fields(line), " "))
+			}
+		}
+	}
+	return fmt.Sprintf("%s %s ppid=%s wchan=%s %s", comm, state, ppid, wchan, strings.Join(sig, " "))
+}
+
+// sampleSyscalls reads dir/syscall (root only) a hundred times and counts
+// what it saw: the call a spinning process keeps making, or the one a
+// blocked process sits in.
+func sampleSyscalls(dir string) string {
+	seen := map[string]int{}
+	var order []string
+	for i := 0; i < 100; i++ {
+		sc, err := os.ReadFile(dir + "/syscall")
+		if err != nil {
 			break
 		}
-		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
-		fmt.Fprintf(&b, " %d:%q", p, strings.ReplaceAll(string(cmd), "\x00", " "))
+		f := strings.Fields(string(sc))
+		if len(f) == 0 {
+			continue
+		}
+		k := f[0]
+		if k != "running" && len(f) > 1 {
+			k += "(" + f[1] + ")"
+		}
+		if seen[k] == 0 {
+			order = append(order, k)
+		}
+		seen[k]++
+		time.Sleep(time.Millisecond)
 	}
-	return b.String()
+	var out []string
+	for _, k := range order {
+		out = append(out, fmt.Sprintf("%s×%d", k, seen[k]))
+	}
+	return strings.Join(out, " ")
 }

@@ -37,11 +37,11 @@ func cloexecFrom(from int) error {
 // killDescendants SIGKILLs every descendant of a child subreaper (orphans
 // are reparented to it, so every process it started, however deep, stays
 // its descendant) and reaps its children, until none is left. Each round
-// SIGKILLs the whole tree it finds, not just the direct children: a process
-// with SIGKILL pending forks no more, so a fork bomb cannot outgrow the
-// rounds. The pids are checked against their parent and start time
-// (sigkillChecked). A round that finds nothing it had not killed before
-// waits for a child to exit.
+// stops the whole tree it finds (stopTree), not just the direct children,
+// then SIGKILLs it: a stopped process forks no more, so a fork bomb cannot
+// outgrow the rounds. The pids are checked against their parent and start
+// time (signalChecked). A round that finds nothing it had not killed before
+// waits a little for a child to exit, and looks again.
 func killDescendants() {
 	// The common case first: no child left at all (the runner reaped its
 	// tree and was reaped), so there is nothing to walk /proc for.
@@ -60,8 +60,8 @@ func killDescendants() {
 	killed := map[[2]uint64]bool{}
 	for {
 		fresh := 0
-		for _, p := range descendants(self) {
-			if fd := sigkillChecked(p); fd >= 0 {
+		for _, p := range stopTree(self, nil, stopTreeWait) {
+			if fd := signalChecked(p, unix.SIGKILL); fd >= 0 {
 				unix.Close(fd)
 				if k := [2]uint64{uint64(p.pid), p.start}; !killed[k] {
 					killed[k] = true
@@ -85,15 +85,10 @@ func killDescendants() {
 			reaped = true
 		}
 		if fresh == 0 && !reaped {
-			// Everything found is dying: wait for one to go.
-			var ws unix.WaitStatus
-			_, err := unix.Wait4(-1, &ws, 0, nil)
-			for err == unix.EINTR {
-				_, err = unix.Wait4(-1, &ws, 0, nil)
-			}
-			if errors.Is(err, unix.ECHILD) {
-				return
-			}
+			// Everything found is dying: give it a moment. (Not a blocking
+			// wait: a scan is not exact while the tree changes, and a
+			// process it missed would hold that wait for ever.)
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 }

@@ -38,6 +38,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CTRL_FD 3
@@ -336,8 +337,10 @@ static void pl_push(struct pidlist *l, pid_t p) {
 }
 
 // read_children appends the children of every thread of pid to out
-// (/proc/PID/task/TID/children, each read whole with a buffer grown until
-// it holds the list).
+// (/proc/PID/task/TID/children, read to its end: the kernel hands out at
+// most a page per read(2), ~500 pids). The list is not a snapshot — children
+// that exit or are reparented while it is read can make it skip others — so
+// kill_tree passes until a pass finds nothing new.
 static void read_children(pid_t pid, struct pidlist *out) {
 	static char *buf;
 	static size_t cap;
@@ -360,18 +363,20 @@ static void read_children(pid_t pid, struct pidlist *out) {
 			}
 			int fd = open(path, O_RDONLY | O_CLOEXEC);
 			if (fd < 0) break;
-			// One read for the whole list: a list read in pieces may skip
-			// entries when children exit in between.
-			ssize_t n = read(fd, buf, cap - 1);
-			close(fd);
-			if (n < 0) break;
-			if ((size_t)n >= cap - 1) {
-				char *b = realloc(buf, 2 * cap);
-				if (!b) break;
-				buf = b;
-				cap *= 2;
-				continue;
+			size_t n = 0;
+			for (;;) {
+				if (n + 1 >= cap) {
+					char *b = realloc(buf, 2 * cap);
+					if (!b) break;
+					buf = b;
+					cap *= 2;
+				}
+				ssize_t r = read(fd, buf + n, cap - 1 - n);
+				if (r < 0 && errno == EINTR) continue;
+				if (r <= 0) break;
+				n += (size_t)r;
 			}
+			close(fd);
 			buf[n] = 0;
 			for (char *p = buf, *end; *p; p = end) {
 				long k = strtol(p, &end, 10);
@@ -424,31 +429,29 @@ static int mark_killed(pid_t pid, unsigned long long start) {
 #define SYS_pidfd_send_signal 424
 #endif
 
-// kill_pass SIGKILLs every live descendant it finds, walking the tree down
-// from this process, and returns how many it had not killed before. Each
-// process is SIGKILLed before its children are read: with SIGKILL pending it
-// can fork no more, so every child it will ever have is in the list read
-// after. A pid is killed only through a pidfd, after /proc says its parent
-// is the process whose list named it (or this process, which adopts the
-// orphans of a process that died meanwhile), and a parent's list counts
+// node is a process found in the tree: its pid and start time.
+struct node {
+	pid_t pid;
+	unsigned long long start;
+};
+
+// walk_tree lists the live descendants of this process in *out (from index
+// 1; 0 is this process) and SIGSTOPs every one not stopped yet, counting
+// those in *running. A pid counts only through a pidfd, after /proc says its
+// parent is the process whose list named it (or this process, which adopts
+// the orphans of a process that died meanwhile), and a parent's list counts
 // only if the parent's start time is unchanged after it was read: so a pid
 // reused by a process outside the tree is never signalled.
-static size_t kill_pass(void) {
+static size_t walk_tree(struct node **out, size_t *running) {
 	struct pidlist kids = {0};
-	struct {
-		pid_t pid;
-		unsigned long long start;
-	} *nodes = NULL;
-	size_t nn = 0, ncap = 0, fresh = 0;
-	pid_t self = getpid();
-	pid_t pp;
+	size_t nn = 0, ncap = 256;
+	pid_t self = getpid(), pp;
 	char st;
 	unsigned long long start;
-	if (proc_stat(self, &pp, &st, &start) < 0) return 0;
-	// nodes[i] is a visited process; queue holds indexes into nodes.
-	ncap = 256;
-	nodes = malloc(ncap * sizeof *nodes);
-	if (!nodes) return 0;
+	*running = 0;
+	struct node *nodes = malloc(ncap * sizeof *nodes);
+	*out = nodes;
+	if (!nodes || proc_stat(self, &pp, &st, &start) < 0) return 0;
 	nodes[nn].pid = self;
 	nodes[nn++].start = start;
 	for (size_t i = 0; i < nn; i++) {
@@ -465,22 +468,79 @@ static size_t kill_pass(void) {
 				close(fd);
 				continue;
 			}
-			syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+			if (st != 'T' && st != 't') {
+				syscall(SYS_pidfd_send_signal, fd, SIGSTOP, NULL, 0);
+				++*running;
+			}
 			close(fd);
-			if (mark_killed(c, cs)) fresh++;
 			if (nn == ncap) {
-				void *n2 = realloc(nodes, 2 * ncap * sizeof *nodes);
+				struct node *n2 = realloc(nodes, 2 * ncap * sizeof *nodes);
 				if (!n2) continue; // its children are found in a later pass
-				nodes = n2;
+				*out = nodes = n2;
 				ncap *= 2;
 			}
 			nodes[nn].pid = c;
 			nodes[nn++].start = cs;
 		}
 	}
-	free(nodes);
 	free(kids.v);
+	return nn;
+}
+
+// stop_wait_ms bounds the stopping in one kill_pass: a process that does not
+// stop (in uninterruptible sleep, a vfork parent waiting for its stopped
+// child, or continued by another process of the command) is killed running.
+#define stop_wait_ms 200
+
+// kill_pass stops the tree, then SIGKILLs every process of it, and returns
+// how many it had not killed before. Without a pid namespace nothing kills a
+// tree atomically: a process that left the command's process group is found
+// only by walking the tree, and while a walk kills a process its children
+// are being reparented (so the walk may miss them) and go on forking. A
+// stopped process forks no more and its children stay its own, so once a
+// walk finds the whole tree stopped, it has found the whole tree.
+static size_t kill_pass(void) {
+	struct node *nodes = NULL;
+	size_t nn = 0, running, fresh = 0;
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		free(nodes);
+		nn = walk_tree(&nodes, &running);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (running == 0 || ms >= stop_wait_ms) break;
+		struct timespec pause = {0, 1000000};
+		nanosleep(&pause, NULL);
+	}
+	for (size_t i = 1; i < nn; i++) {
+		pid_t pp;
+		char st;
+		unsigned long long cs;
+		int fd = (int)syscall(SYS_pidfd_open, nodes[i].pid, 0);
+		if (fd < 0) continue;
+		if (proc_stat(nodes[i].pid, &pp, &st, &cs) == 0 && cs == nodes[i].start) {
+			syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0);
+			if (mark_killed(nodes[i].pid, cs)) fresh++;
+		}
+		close(fd);
+	}
+	free(nodes);
 	return fresh;
+}
+
+// leader_unreaped: the command's main process (child) has not been reaped,
+// so its pid — the id of its process group — names nothing else.
+static int leader_unreaped;
+
+// wait_chld waits up to ms milliseconds for a SIGCHLD (blocked, in the
+// keeper and the relay alike), and takes it.
+static void wait_chld(long ms) {
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+	sigtimedwait(&chld, NULL, &ts);
 }
 
 // kill_tree kills every process left in the sandbox and reaps it.
@@ -499,15 +559,25 @@ static void kill_tree(void) {
 		}
 	}
 	// A child subreaper: orphans are reparented to us, so every process of
-	// the command is a descendant. Kill the whole tree, pass after pass,
-	// until a pass finds nothing it had not killed already; reap what
-	// exited; wait for the rest to die; stop when no child is left.
+	// the command is a descendant. First the command's process group, in
+	// one call: the kernel delivers a group's SIGKILL atomically with
+	// respect to fork (a fork racing it fails, or its child is killed too),
+	// so a fork bomb that stays in its group — every shell's does — dies at
+	// once, however fast it forks. Only while the leader is unreaped: then
+	// its pid, the group's id, cannot have been reused.
+	if (child > 0 && leader_unreaped) kill(-child, SIGKILL);
+	// Then what left the group (setsid, setpgid): the whole tree, pass
+	// after pass, reaping what exited, until no child is left. A pass that
+	// finds nothing new waits a little for the dying to go, and passes
+	// again: a children list read while the tree changes is not exact, so
+	// no pass is taken as the last until no child is left.
 	for (;;) {
 		size_t fresh = kill_pass();
 		int reaped = 0;
 		for (;;) {
 			pid_t r = waitpid(-1, NULL, WNOHANG);
 			if (r > 0) {
+				if (r == child) leader_unreaped = 0;
 				reaped = 1;
 				continue;
 			}
@@ -515,16 +585,10 @@ static void kill_tree(void) {
 			if (r < 0 && errno == ECHILD) goto out;
 			break;
 		}
-		if (fresh == 0 && !reaped) {
-			// Everything found is dying: wait for one to go.
-			pid_t r;
-			do {
-				r = waitpid(-1, NULL, 0);
-			} while (r < 0 && errno == EINTR);
-			if (r < 0 && errno == ECHILD) goto out;
-		}
+		if (fresh == 0 && !reaped) wait_chld(20);
 	}
 out:
+	leader_unreaped = 0;
 	free(killed);
 	killed = NULL;
 	killed_cap = killed_n = 0;
@@ -569,13 +633,17 @@ static void supervise(int sfd) {
 				if (terminating(si.ssi_signo) && kill(-child, SIGCONT) < 0) kill(child, SIGCONT);
 				continue;
 			}
+			// Reap orphans as they exit, but not the command's main
+			// process: it stays a zombie, its pid (its group's id)
+			// reserved, until kill_tree has killed the group.
 			for (;;) {
-				int st;
-				pid_t r = waitpid(-1, &st, WNOHANG);
-				if (r <= 0) break;
-				if (r == child) {
-					status = st;
+				siginfo_t si2 = {0};
+				if (waitid(P_ALL, 0, &si2, WEXITED | WNOHANG | WNOWAIT) < 0 || si2.si_pid == 0) break;
+				if (si2.si_pid == child) {
+					status = si2.si_code == CLD_EXITED ? W_EXITCODE(si2.si_status, 0) : W_EXITCODE(0, si2.si_status);
 					goto done;
+				}
+				while (waitpid(si2.si_pid, NULL, 0) < 0 && errno == EINTR) {
 				}
 			}
 		}
@@ -917,6 +985,7 @@ static void runner_main(char **argv) {
 	if (confine && (pipe2(lp, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)) fail_sys("pipe", errno);
 	child = fork();
 	if (child < 0) fail_sys("fork", errno);
+	leader_unreaped = child > 0;
 	if (child == 0) {
 		close(ep[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);

@@ -160,12 +160,13 @@ func (t *processTree) kill() {
 	if t.init && t.keeper >= 0 {
 		unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0)
 	}
+	runner := func(pid int) bool { return pid == t.keeperPid }
 	switch {
 	case !t.gone:
-		killSubtree(t.relay, nil)
+		killSubtree(t.relay, runner, nil)
 		unix.Kill(t.relay, unix.SIGKILL)
 	case t.keeper >= 0 && alive(t.keeper):
-		killSubtree(t.keeperPid, func() bool { return alive(t.keeper) })
+		killSubtree(t.keeperPid, runner, func() bool { return alive(t.keeper) })
 		unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0)
 	}
 }
@@ -174,19 +175,22 @@ func (t *processTree) kill() {
 // only when it wakes (its SIGKILL is pending), and must not hold Kill.
 const killTreeWait = 2 * time.Second
 
-// killSubtree SIGKILLs the live descendants of root, round after round,
-// until none is left or killTreeWait has passed. rootAlive, when not nil,
-// must confirm after each scan that root's pid still names root.
-func killSubtree(root int, rootAlive func() bool) {
+// killSubtree SIGKILLs the live descendants of root (stopTree, then every
+// process it found), round after round, until none is left or killTreeWait
+// has passed. runner names the runner's own processes, which are killed
+// but never stopped (the relay continues a stopped keeper at once).
+// rootAlive, when not nil, must confirm after each scan that root's pid
+// still names root.
+func killSubtree(root int, runner func(pid int) bool, rootAlive func() bool) {
 	deadline := time.Now().Add(killTreeWait)
 	for time.Now().Before(deadline) {
-		victims := descendants(root)
+		victims := stopTree(root, runner, min(stopTreeWait, time.Until(deadline)))
 		if len(victims) == 0 || (rootAlive != nil && !rootAlive()) {
 			return
 		}
 		var fds []int
 		for _, p := range victims {
-			if fd := sigkillChecked(p); fd >= 0 {
+			if fd := signalChecked(p, unix.SIGKILL); fd >= 0 {
 				fds = append(fds, fd)
 			}
 		}
@@ -194,6 +198,41 @@ func killSubtree(root int, rootAlive func() bool) {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
+	}
+}
+
+// stopTreeWait bounds one stopTree: a process that does not stop (in
+// uninterruptible sleep, a vfork parent waiting for its stopped child, or
+// continued by another process of the command) is killed running.
+const stopTreeWait = 200 * time.Millisecond
+
+// stopTree SIGSTOPs the live descendants of root, scan after scan, until a
+// scan finds every one stopped (or exiting), or d has passed; it returns
+// them. Without a pid namespace nothing kills a tree atomically: a process
+// that left the command's process group (setsid) is found only by walking
+// the tree, and while the walk kills a process its children are being
+// reparented (so a scan may miss them) and go on forking. A stopped process
+// forks no more and its children stay its own, so once a scan finds the
+// whole tree stopped, it has found the whole tree; SIGKILL ends it then.
+// runner names processes to walk through but not stop.
+func stopTree(root int, runner func(pid int) bool, d time.Duration) []procInfo {
+	deadline := time.Now().Add(d)
+	for {
+		procs := descendants(root)
+		running := 0
+		for _, p := range procs {
+			if p.state == 'T' || p.state == 't' || (runner != nil && runner(p.pid)) {
+				continue
+			}
+			running++
+			if fd := signalChecked(p, unix.SIGSTOP); fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+		if running == 0 || !time.Now().Before(deadline) {
+			return procs
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -260,10 +299,10 @@ func descendants(root int) []procInfo {
 	return out
 }
 
-// sigkillChecked SIGKILLs p through a pidfd, after checking that the pid
+// signalChecked sends sig to p through a pidfd, after checking that the pid
 // still names p (same parent, same start time), and returns the pidfd (the
 // caller closes it), or -1.
-func sigkillChecked(p procInfo) int {
+func signalChecked(p procInfo, sig unix.Signal) int {
 	fd, err := unix.PidfdOpen(p.pid, 0)
 	if err != nil {
 		return -1 // gone (ESRCH)
@@ -272,7 +311,7 @@ func sigkillChecked(p procInfo) int {
 		unix.Close(fd)
 		return -1
 	}
-	unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	unix.PidfdSendSignal(fd, sig, nil, 0)
 	return fd
 }
 
