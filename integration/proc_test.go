@@ -277,7 +277,9 @@ func TestTIOCSTIDenied(t *testing.T) {
 // TestTIOCSTIControl: the same injection works in danger-full-access, proving
 // the denial above is the sandbox's.
 func TestTIOCSTIControl(t *testing.T) {
-	if b, _ := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti"); strings.TrimSpace(string(b)) != "1" {
+	// Before Linux 6.2 there is no such sysctl: TIOCSTI always works on
+	// the caller's own terminal.
+	if b, err := os.ReadFile("/proc/sys/dev/tty/legacy_tiocsti"); err == nil && strings.TrimSpace(string(b)) != "1" {
 		t.Skip("dev.tty.legacy_tiocsti is not 1: TIOCSTI needs CAP_SYS_ADMIN on this host anyway")
 	}
 	forEachIdentity(t, func(t *testing.T, id identity) {
