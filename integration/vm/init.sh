@@ -49,6 +49,16 @@ ln -s /proc/self/fd/2 /newroot/dev/stderr
 # test that takes the home as its workspace would otherwise walk over 9p; the tests' binaries are
 # built on the host, so nothing in the guest needs those caches
 mount -t tmpfs -o mode=0700 tmpfs /newroot/root || fail "tmpfs /root"
+# the host paths the guest needs (the repository, with this run's test binaries in it) may lie
+# under a directory mounted fresh above (a clone in /tmp, say): bind the host's copy back there
+if [ -f /newroot/results/host-paths ]; then
+  while read -r p; do
+    case "$p" in /*) ;; *) fail "host path $p is not absolute" ;; esac
+    [ -d "/lower$p" ] || fail "host path $p: not a directory on the host"
+    mkdir -p "/newroot$p" || fail "mkdir $p"
+    mount --bind "/lower$p" "/newroot$p" || fail "bind $p"
+  done </newroot/results/host-paths
+fi
 [ -f /newroot/results/guest.sh ] || fail "no /results/guest.sh"
 # shellcheck disable=SC2093 # fail only runs when the exec fails
 exec switch_root /newroot /bin/bash /results/guest.sh

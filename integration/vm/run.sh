@@ -119,6 +119,9 @@ esac
 # the whole VM: boot + probes + every package's tests + margin, unless VM_TIMEOUT says otherwise
 VM_TIMEOUT=${VM_TIMEOUT:-$((go_timeout_s + 600))}
 gobin="$(dirname "$(command -v "$GO")")"
+# what the guest must see of the host under directories it mounts fresh (init.sh binds them)
+printf '%s\n' "$root" >"$run/host-paths"
+npkgs=$(wc -l <"$run/packages")
 cat >"$run/guest.sh" <<GUEST
 #!/bin/bash
 # Runs as PID 1 in the VM (written by integration/vm/run.sh); always powers off.
@@ -143,6 +146,7 @@ mkdir -p /tmp/probe && chmod 0777 /tmp/probe && cd /tmp/probe || exit
 cat /results/probe.txt
 rc=0
 : >/results/go-test.txt
+[ -r $run/packages ] || { echo "vm-guest: cannot read $run/packages: no test can run"; rc=1; }
 while read -r pkg dir name; do
   start=\$(cut -d' ' -f1 /proc/uptime)
   echo "=== package \$pkg" >>/results/go-test.txt
@@ -185,6 +189,13 @@ echo "==== go test output ($run/go-test.txt)"
 cat "$run/go-test.txt"
 if [ ! -f "$run/go-test.rc" ]; then die "go test did not finish in the VM"; fi
 grc="$(cat "$run/go-test.rc")"
+# every package must have run: a guest that could not see a package's binary or directory is a
+# failure, never an empty pass
+ran=$(grep -cE '^(ok|FAIL) ' "$run/go-test.txt" || true)
+if [ "$ran" != "$npkgs" ]; then
+  log "only $ran of $npkgs packages ran in the VM"
+  grc=1
+fi
 echo "==== summary (top-level tests and their identities)"
 grep -E '^(--- |    --- )(FAIL|SKIP)|^(ok|FAIL) ' "$run/go-test.txt" || true
 grep -h '^vm-guest:' "$run/console.txt" | tr -d '\r' || true
