@@ -48,12 +48,7 @@ const bombScript = `trap '' TERM
 printf -v now '%(%s)T' -1; END=$((now + ` + "LIFE" + `))
 b() { while printf -v n '%(%s)T' -1; [ "$n" -lt "$END" ]; do read c < "$PC"; [ "$c" -lt ` + "TARGET" + ` ] && { b & } ; done; exit 0; }
 b &
-until read c < "$PC" && [ "$c" -ge ` + "GROWN" + ` ]; do printf -v n '%(%s)T' -1; [ "$n" -lt "$END" ] || exit 3; done
-echo grown
-case $ACT in
-exit) exit 0 ;;
-wait) exec sleep 100 ;;
-esac`
+` + bombAct
 
 // escapingBombScript is bombScript with every forked process in a new
 // session: each runs the loop $B, which starts the next through setsid.
@@ -61,7 +56,11 @@ const escapingBombScript = `trap '' TERM
 printf -v now '%(%s)T' -1; export END=$((now + ` + "LIFE" + `))
 export B='while printf -v n "%(%s)T" -1; [ "$n" -lt "$END" ]; do read c < "$PC"; [ "$c" -lt ` + "TARGET" + ` ] && { setsid bash -c "$B" & } ; done; exit 0'
 setsid bash -c "$B" &
-until read c < "$PC" && [ "$c" -ge ` + "GROWN" + ` ]; do printf -v n '%(%s)T' -1; [ "$n" -lt "$END" ] || exit 3; done
+` + bombAct
+
+// bombAct is how both bombs end: the main process waits for the bomb to
+// grow, then acts ($ACT).
+const bombAct = `until read c < "$PC" && [ "$c" -ge ` + "GROWN" + ` ]; do printf -v n '%(%s)T' -1; [ "$n" -lt "$END" ] || exit 3; done
 echo grown
 case $ACT in
 exit) exit 0 ;;
