@@ -9,4 +9,11 @@ package sandbox
 // second Go program start.
 
 // #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
+// int dsh_kill_tree_signal(void);
 import "C"
+
+import "syscall"
+
+// killTreeSignal asks a pid namespace's init to kill its namespace and
+// report (runner_linux.c, kill_tree_signal); the C library numbers it.
+func killTreeSignal() syscall.Signal { return syscall.Signal(C.dsh_kill_tree_signal()) }

@@ -291,6 +291,17 @@ static void close_extra(void) {
 // relay is gone, so it kills the tree.
 #define keeper_death_signal (SIGRTMIN + 3)
 
+// kill_tree_signal asks a pid namespace's init to kill its namespace
+// (Cmd.Kill sends it, then SIGKILL if the init has not exited in time). The
+// init does it with kill(-1) — one call, atomic with respect to fork — and
+// reports the command's status. SIGKILL alone ends the namespace only once
+// the init has torn down its own memory, which takes locks (a shared file's
+// i_mmap lock) that a few hundred forking processes hold in turn: that held
+// the init's exit, and so the zap of its namespace, back for up to 50 s.
+#define kill_tree_signal (SIGRTMIN + 4)
+
+int dsh_kill_tree_signal(void) { return kill_tree_signal; }
+
 // proc_stat reads the parent, the state and the start time of pid from
 // /proc/PID/stat; it returns -1 when the process is gone.
 static int proc_stat(pid_t pid, pid_t *ppid, char *state, unsigned long long *start) {
@@ -529,6 +540,10 @@ static size_t kill_pass(void) {
 	return fresh;
 }
 
+// child_status is the command's main process's wait status once kill_tree
+// reaped it in a pid namespace (child_reaped).
+static int child_status, child_reaped;
+
 // leader_unreaped: the command's main process (child) has not been reaped,
 // so its pid — the id of its process group — names nothing else.
 static int leader_unreaped;
@@ -551,7 +566,11 @@ static void kill_tree(void) {
 		// finds nobody (zombies count), reaping everything in between.
 		for (;;) {
 			int r = kill(-1, SIGKILL);
-			while (waitpid(-1, NULL, 0) > 0 || errno == EINTR) {
+			for (;;) {
+				int st;
+				pid_t w = waitpid(-1, &st, 0);
+				if (w == child && child > 0) child_status = st, child_reaped = 1;
+				if (w < 0 && errno != EINTR) break;
 			}
 			// ESRCH: nobody is left. Any other error (EPERM cannot
 			// happen to the init of its own namespace) must not spin.
@@ -626,6 +645,12 @@ static void supervise(int sfd) {
 				kill_tree(); // the relay is gone
 				_exit(1);
 			}
+			if ((int)si.ssi_signo == kill_tree_signal) {
+				if (!pid1) continue; // the supervisor kills a keeper's tree itself
+				kill_tree();
+				status = child_reaped ? child_status : W_EXITCODE(0, SIGKILL);
+				goto report;
+			}
 			if (si.ssi_signo != SIGCHLD) {
 				if (kill(-child, si.ssi_signo) < 0) kill(child, si.ssi_signo);
 				// A stopped command runs its TERM (INT, HUP, QUIT) trap only
@@ -650,6 +675,7 @@ static void supervise(int sfd) {
 	}
 done:
 	kill_tree();
+report:;
 	char msg[128];
 	if (WIFSIGNALED(status))
 		snprintf(msg, sizeof msg, "{\"kind\":\"exit\",\"exit_code\":%d,\"signal\":%d}", 128 + WTERMSIG(status), WTERMSIG(status));
@@ -973,6 +999,7 @@ static void runner_main(char **argv) {
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, keeper_death_signal);
+	sigaddset(&mask, kill_tree_signal);
 	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&mask, forwarded[i]);
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	int sfd = signalfd(-1, &mask, SFD_CLOEXEC);

@@ -151,14 +151,33 @@ func (t *processTree) signal(sig syscall.Signal) error {
 // left, then the relay, leaves nothing behind, whatever state the keeper is
 // in. Once the relay is gone the keeper, if still alive, is the root.
 //
-// A pid namespace's init is killed first: the kernel then stops the
-// namespace from forking and kills every process in it at once, however
-// fast a fork bomb there forks; the walk below finds only what is dying.
+// A pid namespace's init is asked first (killTreeSignal): it kills the
+// namespace with one kill(-1), which is atomic with respect to fork however
+// fast a fork bomb there forks, and reports the command's status. An init
+// that has not exited within killRequestWait is SIGKILLed: the kernel then
+// kills the namespace too, but only after the init's own memory is torn
+// down, which waits for locks the namespace's forking processes hold in
+// turn. kill waits for the init's exit instead of walking the tree: a walk
+// of a few hundred processes costs CPU they compete for (under autogroup
+// each one in a session of its own is a scheduling group of its own). Only
+// an init that did not exit at all (a process of its namespace in
+// uninterruptible sleep) leaves the walk to do.
 func (t *processTree) kill() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.init && t.keeper >= 0 {
-		unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0)
+		if unix.PidfdSendSignal(t.keeper, killTreeSignal(), nil, 0) == nil {
+			waitExit([]int{t.keeper}, killRequestWait)
+		}
+		if alive(t.keeper) && unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0) == nil {
+			waitExit([]int{t.keeper}, killTreeWait)
+		}
+		if !alive(t.keeper) {
+			if !t.gone {
+				unix.Kill(t.relay, unix.SIGKILL)
+			}
+			return
+		}
 	}
 	runner := func(pid int) bool { return pid == t.keeperPid }
 	switch {
@@ -174,6 +193,9 @@ func (t *processTree) kill() {
 // killTreeWait bounds kill's rounds: a process in uninterruptible sleep dies
 // only when it wakes (its SIGKILL is pending), and must not hold Kill.
 const killTreeWait = 2 * time.Second
+
+// killRequestWait bounds the wait for an init asked to kill its namespace.
+const killRequestWait = time.Second
 
 // killSubtree SIGKILLs the live descendants of root (stopTree, then every
 // process it found), round after round, until none is left or killTreeWait
