@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -100,7 +101,7 @@ type Cmd struct {
 	nsError  string
 	prep     *preparation
 	ctrl     *os.File
-	facts    *factLog
+	facts    *facts.Log
 	notifier *notifier
 	git      []*gitAudit // the git control entries at the start (gitaudit_linux.go)
 	noAudit  bool        // the probe's `true` changes nothing: no git audit
@@ -192,7 +193,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		return err
 	}
 	tree := startTree(proc.Pid)
-	facts := newFactLog()
+	denials := facts.NewLog()
 	var n *notifier
 	// The process that loads the seccomp filter: the runner, or the init of
 	// its pid namespace when it made one.
@@ -274,7 +275,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				return abort(fmt.Sprintf("the runner's fd %d is not a seccomp listener (%q)", m.FD, link))
 			}
 			guard := openGuardFor(m.MountView == 1, c.prep.abi)
-			if n, err = newNotifier(lfd, c.prep.filter, c.Policy, facts, proc.Pid, c.prep.ruleset, guard); err != nil {
+			if n, err = newNotifier(lfd, c.prep.filter, c.Policy, denials, proc.Pid, c.prep.ruleset, guard); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {
 					cleanup()
 					return re
@@ -298,7 +299,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			}
 			return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
 		case msgReady:
-			c.proc, c.ctrl, c.facts, c.notifier, c.tree = proc, ctrl, facts, n, tree
+			c.proc, c.ctrl, c.facts, c.notifier, c.tree = proc, ctrl, denials, n, tree
 			c.enf = c.assess(m)
 			if m.Layers != nil {
 				c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
@@ -397,7 +398,7 @@ func (c *Cmd) Wait() (*Result, error) {
 	}
 	c.waitOnce.Do(func() {
 		<-c.done
-		r := &Result{Denials: c.facts.list(), DenialsDropped: c.facts.droppedCount(), Enforcement: c.enf}
+		r := &Result{Denials: c.facts.List(), DenialsDropped: c.facts.Dropped(), Enforcement: c.enf}
 		switch {
 		case c.exit != nil:
 			r.ExitCode, r.Signal = c.exit.ExitCode, syscall.Signal(c.exit.Signal)

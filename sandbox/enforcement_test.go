@@ -53,30 +53,3 @@ func TestAssess(t *testing.T) {
 		})
 	}
 }
-
-func TestDenialLine(t *testing.T) {
-	for _, tc := range []struct {
-		d    Denial
-		want string
-	}{
-		{Denial{Op: "write", Path: "/etc/x", Syscall: "openat"}, "denied write /etc/x (read-only mode)"},
-		{Denial{Op: "socket", Address: "AF_INET", Syscall: "socket"}, "denied socket AF_INET (read-only mode)"},
-		{Denial{Op: "ptrace", Syscall: "ptrace"}, "denied ptrace (read-only mode)"},
-		{Denial{Op: "namespace", Syscall: "unshare"}, "denied namespace unshare (read-only mode)"},
-		{Denial{Op: "write", Path: "/tmp/a\nb", Syscall: "openat"}, `denied write /tmp/a\nb (read-only mode)`},
-	} {
-		assert.Equal(t, tc.want, tc.d.Line(modes.ReadOnly))
-	}
-}
-
-func TestFactLogAggregates(t *testing.T) {
-	l := newFactLog()
-	l.add(Denial{Op: "write", Path: "/a", Syscall: "openat", Errno: "EACCES"})
-	l.add(Denial{Op: "socket", Address: "AF_INET", Syscall: "socket", Errno: "EACCES"})
-	l.add(Denial{Op: "write", Path: "/a", Syscall: "creat", Errno: "EACCES"})
-	got := l.list()
-	assert.Len(t, got, 2)
-	assert.Equal(t, 2, got[0].Count)
-	assert.Equal(t, "openat", got[0].Syscall, "first seen wins")
-	assert.Equal(t, 1, got[1].Count)
-}

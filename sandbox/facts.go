@@ -1,104 +1,15 @@
 package sandbox
 
-import (
-	"fmt"
-	"strings"
-	"sync"
-
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
-)
+import "github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 
 // Denial is one fact the supervisor observed: the sandbox refused Op on Path
 // (a filesystem path or pathname unix socket) or Address (an address family,
-// an abstract unix socket "@name", or a terminal ioctl), Count times.
-type Denial struct {
-	Op      string `json:"op"`
-	Path    string `json:"path,omitempty"`
-	Address string `json:"address,omitempty"`
-	Syscall string `json:"syscall"`
-	Errno   string `json:"errno"`
-	Count   int    `json:"count"`
-}
-
-// Target is the path or address, or the system call when it adds
-// information the op does not.
-func (d Denial) Target() string {
-	switch {
-	case d.Path != "":
-		return d.Path
-	case d.Address != "":
-		return d.Address
-	case d.Syscall != d.Op:
-		return d.Syscall
-	}
-	return ""
-}
-
-// Line renders the denial as dsh-sandbox-run prints it (without the
-// "dsh-sandbox-run: " prefix): "denied <op> <target> (<mode> mode)".
-func (d Denial) Line(m modes.Mode) string {
-	if t := d.Target(); t != "" {
-		return fmt.Sprintf("denied %s %s (%s mode)", d.Op, printable(t), m)
-	}
-	return fmt.Sprintf("denied %s (%s mode)", d.Op, m)
-}
-
-// printable escapes control characters so a hostile path cannot forge lines.
-func printable(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return s
-	}
-	return strings.Trim(fmt.Sprintf("%q", s), `"`)
-}
+// an abstract unix socket "@name", or a terminal ioctl), Count times. Its
+// methods Target and Line render it.
+type Denial = facts.Denial
 
 // MaxDenials is how many distinct denials (op, path, address) a command's
 // facts keep; the denied calls beyond them are only counted
 // (Result.DenialsDropped), so a command denied on millions of distinct paths
 // cannot grow the supervisor's memory or the report without bound.
-const MaxDenials = 1000
-
-// factLog aggregates denials by (op, path, address), keeping first-seen
-// order and at most MaxDenials distinct ones.
-type factLog struct {
-	mu      sync.Mutex
-	order   []string
-	byKey   map[string]*Denial
-	dropped int
-}
-
-func newFactLog() *factLog { return &factLog{byKey: map[string]*Denial{}} }
-
-func (l *factLog) add(d Denial) {
-	key := d.Op + "\x00" + d.Path + "\x00" + d.Address
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if e, ok := l.byKey[key]; ok {
-		e.Count++
-		return
-	}
-	if len(l.order) >= MaxDenials {
-		l.dropped++
-		return
-	}
-	d.Count = 1
-	l.byKey[key] = &d
-	l.order = append(l.order, key)
-}
-
-func (l *factLog) list() []Denial {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]Denial, 0, len(l.order))
-	for _, k := range l.order {
-		out = append(out, *l.byKey[k])
-	}
-	return out
-}
-
-// droppedCount is how many denied calls were not kept: each was a new
-// distinct denial after MaxDenials of them.
-func (l *factLog) droppedCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.dropped
-}
+const MaxDenials = facts.MaxDenials

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -114,7 +115,7 @@ func startGitAudit(p modes.Policy) ([]*gitAudit, error) {
 // finishGitAudit neutralizes what changed. Every process of the command must
 // be gone. kernelHeld says the protected paths were read-only in the kernel
 // for the whole run (a complete mount view, or a carved Landlock ruleset).
-func finishGitAudit(audits []*gitAudit, facts *factLog, kernelHeld bool) {
+func finishGitAudit(audits []*gitAudit, facts *facts.Log, kernelHeld bool) {
 	for _, a := range audits {
 		var bad []gitControl
 		err := walkGit(a.root, func(root *os.Root, c gitControl, st gitStamp) {
@@ -131,7 +132,7 @@ func finishGitAudit(audits []*gitAudit, facts *factLog, kernelHeld bool) {
 		if err != nil {
 			// The root itself is gone or unreadable: nothing there for
 			// git to run, but say so.
-			facts.add(Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EIO"})
+			facts.Add(Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EIO"})
 			continue
 		}
 		root, err := os.OpenRoot(a.root)
@@ -139,7 +140,7 @@ func finishGitAudit(audits []*gitAudit, facts *factLog, kernelHeld bool) {
 			continue
 		}
 		for _, c := range bad {
-			facts.add(Denial{Op: "git-control", Path: filepath.Join(a.root, c.rel), Syscall: "post-run", Errno: quarantine(root, c.rel)})
+			facts.Add(Denial{Op: "git-control", Path: filepath.Join(a.root, c.rel), Syscall: "post-run", Errno: quarantine(root, c.rel)})
 		}
 		root.Close()
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
@@ -28,7 +29,7 @@ type notifier struct {
 	rootfd int // the sandbox's root, opened from the first notifying process
 	table  map[int32]seccomp.Rule
 	policy modes.Policy
-	facts  *factLog
+	facts  *facts.Log
 	conns  sync.WaitGroup
 	done   chan struct{}
 	// stopR/stopW wake run to end it early: closing the listener makes
@@ -146,7 +147,7 @@ func (n *notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow
 // sandbox of policy p, whose runner (the relay) is process relay and whose
 // Landlock ruleset, if any, is ruleset (the notifier keeps a duplicate);
 // guard is what it refuses outright (see openGuardFor).
-func newNotifier(fd int, spec seccomp.Spec, p modes.Policy, facts *factLog, relay int, ruleset *os.File, guard openGuard) (*notifier, error) {
+func newNotifier(fd int, spec seccomp.Spec, p modes.Policy, facts *facts.Log, relay int, ruleset *os.File, guard openGuard) (*notifier, error) {
 	table, err := seccomp.Table(spec)
 	if err != nil {
 		unix.Close(fd)
@@ -287,7 +288,7 @@ func (n *notifier) respond(req *seccomp.Notif, v verdict) {
 		err = seccomp.Return(n.fd, req.ID, int64(v.val))
 	}
 	if err == nil && v.fact != nil {
-		n.facts.add(*v.fact)
+		n.facts.Add(*v.fact)
 	}
 }
 
