@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
@@ -85,7 +87,7 @@ func (n *notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	var addr []byte
 	if alen > 0 {
 		var err error
-		if addr, err = readBytes(pid, a[1], alen); err != nil {
+		if addr, err = resolve.ReadBytes(pid, a[1], alen); err != nil {
 			return verdict{errno: unix.EFAULT}
 		}
 	}
@@ -114,7 +116,7 @@ func (n *notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		}
 		return errnoVerdict(n.restrictedBind(sfd, -1, addr, umask), 0)
 	}
-	if i := indexByte(name, 0); i >= 0 {
+	if i := bytes.IndexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
 	p := string(name)
@@ -125,7 +127,7 @@ func (n *notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	if err != nil {
 		return verdict{errno: unix.EACCES}
 	}
-	canon, err := t.resolveEntry(unix.AT_FDCWD, p)
+	canon, err := t.ResolveEntry(unix.AT_FDCWD, p)
 	if err != nil {
 		var e unix.Errno
 		if errors.As(err, &e) {
@@ -137,7 +139,7 @@ func (n *notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		return n.deny(rule, unix.EACCES, canon, "")
 	}
 	dir, base := path.Split(canon)
-	dfd, err := unix.Openat2(t.rootfd, rel(path.Clean(dir)), &unix.OpenHow{
+	dfd, err := unix.Openat2(t.RootFD, resolve.Rel(path.Clean(dir)), &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})

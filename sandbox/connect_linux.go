@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
@@ -59,7 +61,7 @@ func (n *notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	var data []byte
 	if size > 0 {
 		var err error
-		if data, err = readBytes(int(req.Pid), a[1], size); err != nil {
+		if data, err = resolve.ReadBytes(int(req.Pid), a[1], size); err != nil {
 			return verdict{errno: unix.EFAULT}
 		}
 	}
@@ -91,7 +93,7 @@ func (n *notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint6
 	if alen < 2 || alen > 128 {
 		return -1, verdict{errno: unix.EINVAL}, false
 	}
-	b, err := readBytes(pid, addr, alen)
+	b, err := resolve.ReadBytes(pid, addr, alen)
 	if err != nil {
 		return -1, verdict{errno: unix.EFAULT}, false
 	}
@@ -111,14 +113,14 @@ func (n *notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint6
 		// network namespace; none may be reached without network.
 		return -1, n.deny(rule, unix.EPERM, "", abstractName(name[1:])), false
 	}
-	if i := indexByte(name, 0); i >= 0 {
+	if i := bytes.IndexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
 	t, err := n.target(req)
 	if err != nil {
 		return -1, verdict{errno: unix.EACCES}, false
 	}
-	canon, err := t.resolve(unix.AT_FDCWD, string(name), true)
+	canon, err := t.Resolve(unix.AT_FDCWD, string(name), true)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 			return -1, verdict{errno: err.(unix.Errno)}, false
@@ -126,14 +128,14 @@ func (n *notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint6
 		return -1, n.deny(rule, unix.EACCES, string(name), ""), false
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(t.rootfd, rel(canon), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := unix.Fstatat(t.RootFD, resolve.Rel(canon), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		// No such socket: an ordinary failure, not a denial.
 		return -1, errnoVerdict(err, 0), false
 	}
 	if modes.Within(canon, "/proc") || !n.policy.Writable(canon) {
 		return -1, n.deny(rule, unix.EACCES, canon, ""), false
 	}
-	pin, err = unix.Openat2(t.rootfd, rel(canon), &unix.OpenHow{
+	pin, err = unix.Openat2(t.RootFD, resolve.Rel(canon), &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
@@ -163,7 +165,7 @@ func (n *notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint6
 // so a pid reused in between (the target died) can never hand us another
 // process's descriptor.
 func targetFD(tid, fd int, still func() bool) (int, verdict, bool) {
-	pidfd, err := unix.PidfdOpen(tgid(tid), 0)
+	pidfd, err := unix.PidfdOpen(resolve.Tgid(tid), 0)
 	if err != nil {
 		return -1, verdict{errno: unix.EACCES}, false
 	}

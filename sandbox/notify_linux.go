@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
@@ -129,7 +130,7 @@ func (n *notifier) guardVerdict(req *seccomp.Notif, rule seccomp.Rule) (v verdic
 // factPath names a path argument for a denial fact: canonical when it can
 // be resolved, else as the command wrote it ("" when unreadable).
 func (n *notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow bool) string {
-	p, err := readString(int(req.Pid), addr, unix.PathMax)
+	p, err := resolve.ReadString(int(req.Pid), addr, unix.PathMax)
 	if err != nil {
 		return ""
 	}
@@ -137,7 +138,7 @@ func (n *notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow
 	if err != nil {
 		return p
 	}
-	if r, err := t.resolve(dirfd, p, follow); err == nil {
+	if r, err := t.Resolve(dirfd, p, follow); err == nil {
 		return r
 	}
 	return p
@@ -366,7 +367,7 @@ func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			dirfd, addr, flags = int32(a[0]), a[1], a[2]
 		case "openat2":
 			dirfd, addr = int32(a[0]), a[1]
-			b, err := readBytes(int(req.Pid), a[2], 8)
+			b, err := resolve.ReadBytes(int(req.Pid), a[2], 8)
 			if err != nil {
 				return allow()
 			}
@@ -413,14 +414,14 @@ func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	}
 	resolved := make([]string, len(args))
 	for i, pa := range args {
-		p, err := readString(int(req.Pid), pa.addr, unix.PathMax)
+		p, err := resolve.ReadString(int(req.Pid), pa.addr, unix.PathMax)
 		if err != nil {
 			return allow() // the kernel reports EFAULT/ENAMETOOLONG itself
 		}
 		if pa.entry {
-			resolved[i], err = t.resolveEntry(pa.dirfd, p)
+			resolved[i], err = t.ResolveEntry(pa.dirfd, p)
 		} else {
-			resolved[i], err = t.resolve(pa.dirfd, p, pa.follow)
+			resolved[i], err = t.Resolve(pa.dirfd, p, pa.follow)
 		}
 		if err != nil {
 			return allow() // missing parents, magic links: the kernel decides
@@ -513,11 +514,11 @@ func abstractName(b []byte) string {
 // target returns the process of a notification. The sandbox's root is opened
 // once, from a process whose notification is still pending (so the pid was
 // not reused).
-func (n *notifier) target(req *seccomp.Notif) (*target, error) {
+func (n *notifier) target(req *seccomp.Notif) (*resolve.Target, error) {
 	n.rootMu.Lock()
 	defer n.rootMu.Unlock()
 	if n.rootfd < 0 {
-		fd, err := openRoot(int(req.Pid))
+		fd, err := resolve.OpenRoot(int(req.Pid))
 		if err != nil {
 			return nil, err
 		}
@@ -527,5 +528,5 @@ func (n *notifier) target(req *seccomp.Notif) (*target, error) {
 		}
 		n.rootfd = fd
 	}
-	return &target{pid: int(req.Pid), rootfd: n.rootfd}, nil
+	return &resolve.Target{PID: int(req.Pid), RootFD: n.rootfd}, nil
 }

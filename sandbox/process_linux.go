@@ -63,7 +63,7 @@ func killDescendants() {
 		for _, p := range stopTree(self, nil, stopTreeWait) {
 			if fd := signalChecked(p, unix.SIGKILL); fd >= 0 {
 				unix.Close(fd)
-				if k := [2]uint64{uint64(p.pid), p.start}; !killed[k] {
+				if k := [2]uint64{uint64(p.PID), p.Start}; !killed[k] {
 					killed[k] = true
 					fresh++
 				}

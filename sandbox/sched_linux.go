@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/proc"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
 
@@ -86,30 +88,30 @@ func (n *notifier) inSandbox(id int) bool {
 	if n.relay <= 0 || id == n.relay {
 		return false
 	}
-	first, ok := readProc(id)
+	first, ok := proc.ReadStat(id)
 	if !ok {
 		return false
 	}
-	fd, err := unix.PidfdOpen(tgid(id), 0)
+	fd, err := unix.PidfdOpen(resolve.Tgid(id), 0)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(fd)
 	cur := first
 	for steps := 0; steps < 1<<16; steps++ {
-		if cur.ppid == n.relay {
-			relay, ok := readProc(n.relay)
-			if !ok || relay.start != n.relayStart || relay.start > cur.start {
+		if cur.PPID == n.relay {
+			relay, ok := proc.ReadStat(n.relay)
+			if !ok || relay.Start != n.relayStart || relay.Start > cur.Start {
 				return false
 			}
-			again, ok := readProc(id)
-			return ok && again.start == first.start && alive(fd)
+			again, ok := proc.ReadStat(id)
+			return ok && again.Start == first.Start && proc.Alive(fd)
 		}
-		if cur.ppid <= 1 {
+		if cur.PPID <= 1 {
 			return false
 		}
-		parent, ok := readProc(cur.ppid)
-		if !ok || parent.start > cur.start {
+		parent, ok := proc.ReadStat(cur.PPID)
+		if !ok || parent.Start > cur.Start {
 			return false
 		}
 		cur = parent

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
 
@@ -80,7 +81,7 @@ func (n *notifier) sendmmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 // blocking.send.
 func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hdr uint64, flags int, mayWait bool) (int, verdict, bool) {
 	pid := int(req.Pid)
-	h, err := readBytes(pid, hdr, msghdrSize)
+	h, err := resolve.ReadBytes(pid, hdr, msghdrSize)
 	if err != nil {
 		return 0, verdict{errno: unix.EFAULT}, false
 	}
@@ -111,7 +112,7 @@ func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 
 	var data []byte
 	if iovlen > 0 {
-		vecs, err := readBytes(pid, iov, iovlen*16)
+		vecs, err := resolve.ReadBytes(pid, iov, iovlen*16)
 		if err != nil {
 			return 0, verdict{errno: unix.EFAULT}, false
 		}
@@ -123,7 +124,7 @@ func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 			if l < 0 || len(data)+l > maxDatagram {
 				return 0, verdict{errno: unix.EMSGSIZE}, false
 			}
-			b, err := readBytes(pid, base, l)
+			b, err := resolve.ReadBytes(pid, base, l)
 			if err != nil {
 				return 0, verdict{errno: unix.EFAULT}, false
 			}
@@ -139,7 +140,7 @@ func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 		}
 	}()
 	if ctl != 0 && ctllen > 0 {
-		raw, err := readBytes(pid, ctl, ctllen)
+		raw, err := resolve.ReadBytes(pid, ctl, ctllen)
 		if err != nil {
 			return 0, verdict{errno: unix.EFAULT}, false
 		}
@@ -195,7 +196,7 @@ func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 	if err != nil {
 		if err == unix.EPIPE && flags&unix.MSG_NOSIGNAL == 0 {
 			// The kernel would have raised SIGPIPE in the sender.
-			unix.Tgkill(tgid(pid), pid, unix.SIGPIPE)
+			unix.Tgkill(resolve.Tgid(pid), pid, unix.SIGPIPE)
 		}
 		return 0, errnoVerdict(err, 0), false
 	}

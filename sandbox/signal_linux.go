@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
 
@@ -59,7 +60,7 @@ func (n *notifier) signalVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict 
 		return n.deny(rule, unix.EPERM, "", "pgrp "+strconv.Itoa(pg))
 	case who < 0:
 		return allow() // EINVAL from the kernel
-	case who == tid || who == tgid(tid):
+	case who == tid || who == resolve.Tgid(tid):
 		return allow() // the caller itself (raise, abort, a runtime's preemption)
 	case n.inSandbox(who):
 		return allow()

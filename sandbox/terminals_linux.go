@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -31,12 +32,12 @@ func (h *hostDevpts) has(dev uint64) bool {
 // one the command created (with a mount view, /dev/pts is the sandbox's own
 // instance). The command's own terminal reaches it as fds 0-2 and needs no
 // open by path. Landlock denies these opens too; this adds the fact.
-func (n *notifier) otherTerminal(t *target, p string) bool {
+func (n *notifier) otherTerminal(t *resolve.Target, p string) bool {
 	if !modes.Within(p, "/dev/pts") || p == "/dev/pts/ptmx" {
 		return false
 	}
 	var st unix.Stat_t
-	if err := unix.Fstatat(t.rootfd, rel(p), &st, 0); err != nil {
+	if err := unix.Fstatat(t.RootFD, resolve.Rel(p), &st, 0); err != nil {
 		return false // the kernel decides (and Landlock denies)
 	}
 	return n.hostPts.has(uint64(st.Dev))

@@ -3,15 +3,14 @@
 package sandbox
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -61,7 +60,7 @@ func (t *processTree) setKeeper(pid int, init bool) {
 	if err != nil {
 		return
 	}
-	if p, ok := readProc(pid); !ok || p.ppid != t.relay {
+	if p, ok := proc.ReadStat(pid); !ok || p.PPID != t.relay {
 		unix.Close(fd)
 		return
 	}
@@ -169,10 +168,10 @@ func (t *processTree) kill() {
 		if unix.PidfdSendSignal(t.keeper, killTreeSignal(), nil, 0) == nil {
 			waitExit([]int{t.keeper}, killRequestWait)
 		}
-		if alive(t.keeper) && unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0) == nil {
+		if proc.Alive(t.keeper) && unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0) == nil {
 			waitExit([]int{t.keeper}, killTreeWait)
 		}
-		if !alive(t.keeper) {
+		if !proc.Alive(t.keeper) {
 			if !t.gone {
 				unix.Kill(t.relay, unix.SIGKILL)
 			}
@@ -184,8 +183,8 @@ func (t *processTree) kill() {
 	case !t.gone:
 		killSubtree(t.relay, runner, nil)
 		unix.Kill(t.relay, unix.SIGKILL)
-	case t.keeper >= 0 && alive(t.keeper):
-		killSubtree(t.keeperPid, runner, func() bool { return alive(t.keeper) })
+	case t.keeper >= 0 && proc.Alive(t.keeper):
+		killSubtree(t.keeperPid, runner, func() bool { return proc.Alive(t.keeper) })
 		unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0)
 	}
 }
@@ -237,13 +236,13 @@ const stopTreeWait = 200 * time.Millisecond
 // forks no more and its children stay its own, so once a scan finds the
 // whole tree stopped, it has found the whole tree; SIGKILL ends it then.
 // runner names processes to walk through but not stop.
-func stopTree(root int, runner func(pid int) bool, d time.Duration) []procInfo {
+func stopTree(root int, runner func(pid int) bool, d time.Duration) []proc.Info {
 	deadline := time.Now().Add(d)
 	for {
 		procs := descendants(root)
 		running := 0
 		for _, p := range procs {
-			if p.state == 'T' || p.state == 't' || (runner != nil && runner(p.pid)) {
+			if p.State == 'T' || p.State == 't' || (runner != nil && runner(p.PID)) {
 				continue
 			}
 			running++
@@ -258,62 +257,30 @@ func stopTree(root int, runner func(pid int) bool, d time.Duration) []procInfo {
 	}
 }
 
-// procInfo is what /proc/PID/stat says of a process.
-type procInfo struct {
-	pid, ppid int
-	state     byte
-	start     uint64 // start time, in clock ticks since boot
-}
-
-// readProc reads /proc/pid/stat.
-func readProc(pid int) (procInfo, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procInfo{}, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procInfo{}, false
-	}
-	// After "(comm)": state ppid pgrp session tty tpgid flags minflt cminflt
-	// majflt cmajflt utime stime cutime cstime priority nice threads
-	// itrealvalue starttime ...
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procInfo{}, false
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil {
-		return procInfo{}, false
-	}
-	return procInfo{pid: pid, ppid: ppid, state: f[0][0], start: start}, true
-}
-
 // descendants lists the live (not yet exited) descendants of root.
-func descendants(root int) []procInfo {
+func descendants(root int) []proc.Info {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	children := map[int][]procInfo{}
+	children := map[int][]proc.Info{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if p, ok := readProc(pid); ok {
-			children[p.ppid] = append(children[p.ppid], p)
+		if p, ok := proc.ReadStat(pid); ok {
+			children[p.PPID] = append(children[p.PPID], p)
 		}
 	}
-	var out []procInfo
+	var out []proc.Info
 	queue := []int{root}
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
 		for _, c := range children[pid] {
-			queue = append(queue, c.pid)
-			if c.state != 'Z' && c.state != 'X' {
+			queue = append(queue, c.PID)
+			if c.State != 'Z' && c.State != 'X' {
 				out = append(out, c)
 			}
 		}
@@ -324,12 +291,12 @@ func descendants(root int) []procInfo {
 // signalChecked sends sig to p through a pidfd, after checking that the pid
 // still names p (same parent, same start time), and returns the pidfd (the
 // caller closes it), or -1.
-func signalChecked(p procInfo, sig unix.Signal) int {
-	fd, err := unix.PidfdOpen(p.pid, 0)
+func signalChecked(p proc.Info, sig unix.Signal) int {
+	fd, err := unix.PidfdOpen(p.PID, 0)
 	if err != nil {
 		return -1 // gone (ESRCH)
 	}
-	if q, ok := readProc(p.pid); !ok || q.ppid != p.ppid || q.start != p.start {
+	if q, ok := proc.ReadStat(p.PID); !ok || q.PPID != p.PPID || q.Start != p.Start {
 		unix.Close(fd)
 		return -1
 	}
@@ -360,13 +327,6 @@ func waitExit(fds []int, d time.Duration) {
 		}
 		fds = rest
 	}
-}
-
-// alive reports whether the process of pidfd fd has not exited.
-func alive(fd int) bool {
-	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(p, 0)
-	return err == nil && n == 0
 }
 
 // close releases the keeper's pidfd once the Cmd is done.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package resolve
 
 import (
 	"os"
@@ -25,10 +25,10 @@ func TestResolveOwnProcess(t *testing.T) {
 	require.NoError(t, os.Chdir(dir))
 	t.Cleanup(func() { os.Chdir(wd) })
 
-	rootfd, err := openRoot(os.Getpid())
+	rootfd, err := OpenRoot(os.Getpid())
 	require.NoError(t, err)
 	defer unix.Close(rootfd)
-	tg := &target{pid: os.Getpid(), rootfd: rootfd}
+	tg := &Target{PID: os.Getpid(), RootFD: rootfd}
 	for _, tc := range []struct {
 		p      string
 		follow bool
@@ -41,27 +41,27 @@ func TestResolveOwnProcess(t *testing.T) {
 		{"/proc/self/root" + dir + "/abs", true, filepath.Join(dir, "real")},
 		{"/proc/self/cwd/rel", true, filepath.Join(dir, "real/sub")},
 	} {
-		got, err := tg.resolve(unix.AT_FDCWD, tc.p, tc.follow)
+		got, err := tg.Resolve(unix.AT_FDCWD, tc.p, tc.follow)
 		if assert.NoError(t, err, tc.p) {
 			assert.Equal(t, tc.want, got, tc.p)
 		}
 	}
-	_, err = tg.resolve(unix.AT_FDCWD, "missing/dir/file", true)
+	_, err = tg.Resolve(unix.AT_FDCWD, "missing/dir/file", true)
 	assert.ErrorIs(t, err, unix.ENOENT)
-	_, err = tg.resolve(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(os.Stdin.Fd())), true)
+	_, err = tg.Resolve(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(os.Stdin.Fd())), true)
 	if err != nil {
 		assert.ErrorIs(t, err, errUnsure)
 	}
-	entry, err := tg.resolveEntry(unix.AT_FDCWD, "rel/out")
+	entry, err := tg.ResolveEntry(unix.AT_FDCWD, "rel/out")
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, "real/sub/out"), entry, "entries keep their last component")
 }
 
 func TestReadString(t *testing.T) {
 	b := []byte("/some/path\x00junk")
-	s, err := readString(os.Getpid(), uint64(uintptrOf(&b[0])), 4096)
+	s, err := ReadString(os.Getpid(), uint64(uintptrOf(&b[0])), 4096)
 	require.NoError(t, err)
 	assert.Equal(t, "/some/path", s)
-	_, err = readString(os.Getpid(), 0, 10)
+	_, err = ReadString(os.Getpid(), 0, 10)
 	assert.Error(t, err)
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package resolve
 
 import (
 	"bufio"
@@ -18,26 +18,26 @@ import (
 // an anonymous file): the supervisor lets the kernel decide.
 var errUnsure = errors.New("path cannot be resolved from outside")
 
-// target is a process stopped in a notified system call, seen from the
+// Target is a process stopped in a notified system call, seen from the
 // supervisor: its host pid, and the sandbox's root directory (which resolves
 // through the sandbox's mount namespace). Every process of a sandbox has the
 // same root — chroot, pivot_root, mount and unshare are denied — so the
 // notifier opens it once.
-type target struct {
-	pid    int
+type Target struct {
+	PID    int
 	nspid  int // its pid inside its own pid namespace; 0 until needed
-	rootfd int
+	RootFD int
 }
 
-// openRoot opens the root directory of process pid.
-func openRoot(pid int) (int, error) {
+// OpenRoot opens the root directory of process pid.
+func OpenRoot(pid int) (int, error) {
 	return unix.Open(fmt.Sprintf("/proc/%d/root", pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
 
 // selfPID returns the target's pid as its own /proc/self names it.
-func (t *target) selfPID() int {
+func (t *Target) selfPID() int {
 	if t.nspid == 0 {
-		t.nspid = nsPID(t.pid)
+		t.nspid = nsPID(t.PID)
 	}
 	return t.nspid
 }
@@ -63,8 +63,8 @@ func nsPID(pid int) int {
 	return pid
 }
 
-// tgid returns the thread-group id of host task id tid.
-func tgid(tid int) int {
+// Tgid returns the thread-group id of host task id tid.
+func Tgid(tid int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
 	if err != nil {
 		return tid
@@ -81,10 +81,10 @@ func tgid(tid int) int {
 
 // base returns the directory a relative path of the target is resolved
 // against: its cwd for AT_FDCWD, else the directory open as dirfd.
-func (t *target) base(dirfd int32) (string, error) {
-	link := fmt.Sprintf("/proc/%d/cwd", t.pid)
+func (t *Target) base(dirfd int32) (string, error) {
+	link := fmt.Sprintf("/proc/%d/cwd", t.PID)
 	if dirfd != unix.AT_FDCWD {
-		link = fmt.Sprintf("/proc/%d/fd/%d", t.pid, dirfd)
+		link = fmt.Sprintf("/proc/%d/fd/%d", t.PID, dirfd)
 	}
 	s, err := os.Readlink(link)
 	if err != nil {
@@ -96,12 +96,12 @@ func (t *target) base(dirfd int32) (string, error) {
 	return s, nil
 }
 
-// resolve returns the canonical path (no symlinks, no . or ..) that p names
+// Resolve returns the canonical path (no symlinks, no . or ..) that p names
 // for the target, resolving every component through the target's root.
 // With follow, a symlink in the last component is followed. A missing last
 // component is allowed (the caller may be creating it); a missing earlier
 // one yields ENOENT.
-func (t *target) resolve(dirfd int32, p string, follow bool) (string, error) {
+func (t *Target) Resolve(dirfd int32, p string, follow bool) (string, error) {
 	if p == "" {
 		return "", unix.ENOENT
 	}
@@ -133,7 +133,7 @@ func (t *target) resolve(dirfd int32, p string, follow bool) (string, error) {
 			return next, nil
 		}
 		var st unix.Stat_t
-		if err := unix.Fstatat(t.rootfd, rel(next), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err := unix.Fstatat(t.RootFD, Rel(next), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if errors.Is(err, unix.ENOENT) && last {
 				return next, nil
 			}
@@ -146,7 +146,7 @@ func (t *target) resolve(dirfd int32, p string, follow bool) (string, error) {
 		if links++; links > 40 {
 			return "", unix.ELOOP
 		}
-		dest, err := readlinkat(t.rootfd, rel(next))
+		dest, err := readlinkat(t.RootFD, Rel(next))
 		if err != nil {
 			return "", err
 		}
@@ -175,28 +175,29 @@ func isLast(comps []string, i int) bool {
 	return true
 }
 
-// resolveEntry resolves the parent of p (following symlinks) and appends its
+// ResolveEntry resolves the parent of p (following symlinks) and appends its
 // last component unresolved: the name an unlink/mkdir/rename acts on.
-func (t *target) resolveEntry(dirfd int32, p string) (string, error) {
+func (t *Target) ResolveEntry(dirfd int32, p string) (string, error) {
 	trimmed := strings.TrimRight(p, "/")
 	if trimmed == "" {
 		return "/", nil
 	}
 	dir, name := path.Split(trimmed)
 	if name == "." || name == ".." {
-		return t.resolve(dirfd, p, true)
+		return t.Resolve(dirfd, p, true)
 	}
 	if dir == "" {
 		dir = "."
 	}
-	parent, err := t.resolve(dirfd, dir, true)
+	parent, err := t.Resolve(dirfd, dir, true)
 	if err != nil {
 		return "", err
 	}
 	return path.Join(parent, name), nil
 }
 
-func rel(p string) string {
+// Rel names p relative to a root directory fd: "." for "/".
+func Rel(p string) string {
 	if p == "/" {
 		return "."
 	}
@@ -212,9 +213,9 @@ func readlinkat(dirfd int, p string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// readString reads a NUL-terminated string of at most max bytes from the
+// ReadString reads a NUL-terminated string of at most max bytes from the
 // target's memory at addr.
-func readString(pid int, addr uint64, max int) (string, error) {
+func ReadString(pid int, addr uint64, max int) (string, error) {
 	if addr == 0 {
 		return "", unix.EFAULT
 	}
@@ -244,8 +245,8 @@ func readString(pid int, addr uint64, max int) (string, error) {
 	return "", unix.ENAMETOOLONG
 }
 
-// readBytes reads exactly n bytes of the target's memory at addr.
-func readBytes(pid int, addr uint64, n int) ([]byte, error) {
+// ReadBytes reads exactly n bytes of the target's memory at addr.
+func ReadBytes(pid int, addr uint64, n int) ([]byte, error) {
 	if addr == 0 || n <= 0 {
 		return nil, unix.EFAULT
 	}

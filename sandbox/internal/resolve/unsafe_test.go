@@ -1,4 +1,4 @@
-package sandbox
+package resolve
 
 import "unsafe"
 
