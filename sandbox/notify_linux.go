@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/mountplan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
@@ -427,7 +428,7 @@ func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			return allow() // missing parents, magic links: the kernel decides
 		}
 		if modes.Within(resolved[i], "/proc") {
-			if procGlobal(resolved[i]) {
+			if mountplan.ProcGlobal(resolved[i]) {
 				// sysctls, sysrq-trigger, irq affinities: the kernel's
 				// global state (the mount view binds them read-only).
 				return n.deny(rule, errno, resolved[i], "")

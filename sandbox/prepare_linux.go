@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/mountplan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
@@ -131,7 +132,7 @@ func (prep *preparation) spec(userNS bool, path string, extra int) ([]byte, erro
 		{"landlock", b(prep.ruleset != nil)},
 		// The self-test path lies in /proc; a policy whose writable roots
 		// cover /proc (workspace "/") leaves nothing to deny there.
-		{"llselftest", b(rootOf(p.WritableRoots, "/proc") == "")},
+		{"llselftest", b(mountplan.RootOf(p.WritableRoots, "/proc") == "")},
 		{"notify", b(prep.notify)},
 		{"why", prep.landlockErr},
 		{"path", path},
@@ -144,7 +145,7 @@ func (prep *preparation) spec(userNS bool, path string, extra int) ([]byte, erro
 		if prep.ruleset != nil {
 			ll = landlock.MountAccessOf(prep.abi)
 		}
-		if plan, err = mountPlan(p, ll); err != nil {
+		if plan, err = mountplan.Plan(p, ll); err != nil {
 			return nil, err
 		}
 	}

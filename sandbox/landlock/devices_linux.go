@@ -17,7 +17,7 @@ import (
 // hostPts is where the host's ptys live. The ruleset grants nothing there:
 // reading another terminal's slave steals its keystrokes, writing to it
 // injects output. The runner's mount view covers it with a fresh devpts
-// instance, which the runner grants MountAccess.Pty on (mountPlan's "l" step).
+// instance, which the runner grants MountAccess.Pty on (mountplan.Plan's "l" step).
 const hostPts = "/dev/pts"
 
 var randomDevices = []string{"/dev/random", "/dev/urandom"}

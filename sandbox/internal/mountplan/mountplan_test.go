@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package mountplan
 
 import (
 	"os"
@@ -79,7 +79,7 @@ func TestMountPlan(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755))
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
-	toks, err := mountPlan(p, landlock.MountAccess{})
+	toks, err := Plan(p, landlock.MountAccess{})
 	require.NoError(t, err)
 	ops, checks := parsePlan(t, toks)
 
@@ -108,13 +108,13 @@ func TestMountPlan(t *testing.T) {
 		if o.flags&unix.MS_REMOUNT != 0 && o.mode == "skip" && o.flags&unix.MS_RDONLY == 0 {
 			// A mount inside a writable root: only made nodev.
 			assert.NotZero(t, o.flags&unix.MS_NODEV, "%s", o.tgt)
-			assert.NotEmpty(t, rootOf(p.WritableRoots, o.tgt), "%s made nodev only, outside the roots", o.tgt)
+			assert.NotEmpty(t, RootOf(p.WritableRoots, o.tgt), "%s made nodev only, outside the roots", o.tgt)
 			continue
 		}
 		if o.flags&unix.MS_REMOUNT != 0 && o.mode == "skip" {
 			assert.NotZero(t, o.flags&unix.MS_NODEV, "%s remounted nodev", o.tgt)
 			assert.Zero(t, o.flags&unix.MS_RDONLY^unix.MS_RDONLY, "%s remounted read-only", o.tgt)
-			if root := rootOf(p.WritableRoots, o.tgt); root != "" {
+			if root := RootOf(p.WritableRoots, o.tgt); root != "" {
 				// Inside a writable root only a mount the host made
 				// read-only stays so (a clone bound read-only into /tmp).
 				assert.NotZero(t, rdonlyFlag(o.tgt), "%s lies in writable root %s and was made read-only", o.tgt, root)
@@ -133,11 +133,6 @@ func TestMountPlan(t *testing.T) {
 	assert.NotContains(t, checks, p.Workspace+"/.git/config", "a missing protected path is not mounted")
 }
 
-func TestSpecTokens(t *testing.T) {
-	b := specTokens([][2]string{{"confine", "1"}, {"why", "a b"}}, []string{"ro", "/"})
-	assert.Equal(t, "dsh1\x00confine\x001\x00why\x00a b\x00ops\x00ro\x00/\x00", string(b))
-}
-
 func TestUnescapeMountPath(t *testing.T) {
 	assert.Equal(t, "/mnt/a b", unescapeMountPath(`/mnt/a\040b`))
 	assert.Equal(t, "/plain", unescapeMountPath("/plain"))
@@ -153,7 +148,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
 	ll := landlock.MountAccessOf(7)
-	toks, err := mountPlan(p, ll)
+	toks, err := Plan(p, ll)
 	require.NoError(t, err)
 	ops, checks, data, rules := parsePlanAll(t, toks)
 	index := func(match func(planOp) bool) int {
@@ -207,7 +202,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 		}
 	}
 	for _, g := range globals {
-		assert.True(t, procGlobal(g), g)
+		assert.True(t, ProcGlobal(g), g)
 		bind := index(func(o planOp) bool { return o.src == g && o.tgt == g })
 		require.Greater(t, bind, proc, "%s bound after the fresh /proc", g)
 		assert.NotZero(t, ops[bind+1].flags&unix.MS_RDONLY, "%s read-only", g)
@@ -217,7 +212,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	assert.NotContains(t, globals, "/proc/1")
 
 	// Without Landlock, no rules.
-	toks, err = mountPlan(p, landlock.MountAccess{})
+	toks, err = Plan(p, landlock.MountAccess{})
 	require.NoError(t, err)
 	_, _, _, rules = parsePlanAll(t, toks)
 	assert.Empty(t, rules)
@@ -229,6 +224,6 @@ func TestProcGlobal(t *testing.T) {
 		"/proc/kmsg": true, "/proc/12/oom_score_adj": false, "/proc/12/attr/current": false, "/proc": false,
 		"/procfoo/sys": false, "/tmp/proc/sys": false,
 	} {
-		assert.Equal(t, want, procGlobal(p), p)
+		assert.Equal(t, want, ProcGlobal(p), p)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package mountplan
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// mountPlan returns the runner's mount-view steps for p as spec tokens, in
+// Plan returns the runner's mount-view steps for p as spec tokens, in
 // order. Inside the runner's private mount namespace they make every mount
 // read-only and nodev except the writable roots (nodev too); bind the
 // protected paths read-only on top, after pinning their ancestors inside the
@@ -39,7 +39,7 @@ import (
 //
 // The plan is computed here, in the supervisor, from its own mount table:
 // the runner's new mount namespace starts as a copy of it.
-func mountPlan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
+func Plan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
 	var t []string
 	mount := func(src, tgt, fstype string, flags uintptr, mode string) {
 		t = append(t, "m", src, tgt, fstype, strconv.FormatUint(uint64(flags), 10), mode)
@@ -62,7 +62,7 @@ func mountPlan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
 			// the supervisor only.
 			continue
 		}
-		for _, a := range ancestorsBetween(rootOf(p.WritableRoots, pp), pp) {
+		for _, a := range ancestorsBetween(RootOf(p.WritableRoots, pp), pp) {
 			mount(a, a, "", unix.MS_BIND|unix.MS_REC, "hard")
 		}
 		flags, err := keptFlags(pp)
@@ -98,7 +98,7 @@ func mountPlan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
 		if err != nil {
 			continue // unreachable for this uid, so unreachable for the command too
 		}
-		if rootOf(p.WritableRoots, m) != "" {
+		if RootOf(p.WritableRoots, m) != "" {
 			if !isWritableRoot(p, m) {
 				mount("", m, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NODEV|flags|rdonlyFlag(m), "skip")
 			}
@@ -141,7 +141,7 @@ func mountPlan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
 		mount("", g, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|procFlags, "hard")
 		checks = append(checks, g)
 	}
-	if rootOf(p.WritableRoots, "/") == "" {
+	if RootOf(p.WritableRoots, "/") == "" {
 		checks = append(checks, "/")
 	}
 	for _, c := range checks {
@@ -198,9 +198,9 @@ func procGlobals() []string {
 	return out
 }
 
-// procGlobal reports whether canonical path p lies in a global /proc entry
+// ProcGlobal reports whether canonical path p lies in a global /proc entry
 // (see procGlobals): anything under /proc but /proc itself and /proc/PID.
-func procGlobal(p string) bool {
+func ProcGlobal(p string) bool {
 	rest, ok := strings.CutPrefix(p, "/proc/")
 	if !ok {
 		return false
@@ -283,8 +283,8 @@ func mountPoints() ([]string, error) {
 // unescapeMountPath decodes the octal escapes (\040 etc.) of mountinfo.
 func unescapeMountPath(s string) string { return landlock.UnescapeMountPath(s) }
 
-// rootOf returns the writable root containing path, or "".
-func rootOf(roots []string, path string) string {
+// RootOf returns the writable root containing path, or "".
+func RootOf(roots []string, path string) string {
 	for _, r := range roots {
 		if modes.Within(path, r) {
 			return r
