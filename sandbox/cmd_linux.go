@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/gitaudit"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -103,8 +104,8 @@ type Cmd struct {
 	ctrl     *os.File
 	facts    *facts.Log
 	notifier *notifier
-	git      []*gitAudit // the git control entries at the start (gitaudit_linux.go)
-	noAudit  bool        // the probe's `true` changes nothing: no git audit
+	git      []*gitaudit.Audit // the git control entries at the start
+	noAudit  bool              // the probe's `true` changes nothing: no git audit
 	enf      Enforcement
 	done     chan struct{}
 	exited   chan struct{} // closed once the runner reported the command's status
@@ -168,7 +169,7 @@ func (c *Cmd) Start() error {
 	c.prep = prep
 	if c.noAudit {
 		c.git = nil
-	} else if c.git, err = startGitAudit(c.Policy); err != nil {
+	} else if c.git, err = gitaudit.Start(c.Policy); err != nil {
 		if re := resourceError("audit git", err); re != nil {
 			return re
 		}
@@ -381,7 +382,7 @@ func (c *Cmd) monitor() {
 		c.notifier.finish(lostRunnerWait)
 	}
 	// Every process of the command is gone: nothing races the audit.
-	finishGitAudit(c.git, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
+	gitaudit.Finish(c.git, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
 	c.tree.close()
 }
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package gitaudit
 
 import (
 	"bytes"
@@ -54,8 +54,8 @@ type gitStamp struct {
 	mtime, ctime   syscall.Timespec
 }
 
-// gitAudit is the state of one audited root at the start.
-type gitAudit struct {
+// Audit is the state of one audited root at the start.
+type Audit struct {
 	root   string
 	before map[string]gitStamp
 	// held are the protected paths in root that existed at the start as
@@ -90,12 +90,12 @@ func auditedRoots(p modes.Policy) []string {
 	return roots
 }
 
-// startGitAudit records the control entries of every audited root. It must
+// Start records the control entries of every audited root. It must
 // run before the command starts.
-func startGitAudit(p modes.Policy) ([]*gitAudit, error) {
-	var out []*gitAudit
+func Start(p modes.Policy) ([]*Audit, error) {
+	var out []*Audit
 	for _, r := range auditedRoots(p) {
-		a := &gitAudit{root: r, before: map[string]gitStamp{}}
+		a := &Audit{root: r, before: map[string]gitStamp{}}
 		for _, pp := range p.Protected {
 			if fi, err := os.Lstat(pp); err == nil && fi.Mode()&os.ModeSymlink == 0 && modes.Within(pp, r) {
 				a.held = append(a.held, pp)
@@ -112,10 +112,11 @@ func startGitAudit(p modes.Policy) ([]*gitAudit, error) {
 	return out, nil
 }
 
-// finishGitAudit neutralizes what changed. Every process of the command must
+// Finish neutralizes what changed, recording each entry it neutralized in
+// denials. Every process of the command must
 // be gone. kernelHeld says the protected paths were read-only in the kernel
 // for the whole run (a complete mount view, or a carved Landlock ruleset).
-func finishGitAudit(audits []*gitAudit, facts *facts.Log, kernelHeld bool) {
+func Finish(audits []*Audit, denials *facts.Log, kernelHeld bool) {
 	for _, a := range audits {
 		var bad []gitControl
 		err := walkGit(a.root, func(root *os.Root, c gitControl, st gitStamp) {
@@ -132,7 +133,7 @@ func finishGitAudit(audits []*gitAudit, facts *facts.Log, kernelHeld bool) {
 		if err != nil {
 			// The root itself is gone or unreadable: nothing there for
 			// git to run, but say so.
-			facts.Add(Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EIO"})
+			denials.Add(facts.Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EIO"})
 			continue
 		}
 		root, err := os.OpenRoot(a.root)
@@ -140,7 +141,7 @@ func finishGitAudit(audits []*gitAudit, facts *facts.Log, kernelHeld bool) {
 			continue
 		}
 		for _, c := range bad {
-			facts.Add(Denial{Op: "git-control", Path: filepath.Join(a.root, c.rel), Syscall: "post-run", Errno: quarantine(root, c.rel)})
+			denials.Add(facts.Denial{Op: "git-control", Path: filepath.Join(a.root, c.rel), Syscall: "post-run", Errno: quarantine(root, c.rel)})
 		}
 		root.Close()
 	}
@@ -148,7 +149,7 @@ func finishGitAudit(audits []*gitAudit, facts *facts.Log, kernelHeld bool) {
 
 // holds reports whether path lies in a protected path that existed at the
 // start.
-func (a *gitAudit) holds(path string) bool {
+func (a *Audit) holds(path string) bool {
 	for _, h := range a.held {
 		if modes.Within(path, h) {
 			return true
