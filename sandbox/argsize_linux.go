@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 )
 
 // Limits of execve(2) on a command's arguments and environment.
@@ -56,7 +58,7 @@ func execSize(argv, env []string) int {
 // shellArgv is the runner's view of a shell command line (the runner's
 // argv[0], then the shell's argv).
 func shellArgv(shell, script string) []string {
-	return []string{runnerArg0, filepath.Base(shell), "-c", script}
+	return []string{runner.Arg0, filepath.Base(shell), "-c", script}
 }
 
 // commandFits reports whether command can be passed to the shell as its

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/gitaudit"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -98,7 +99,7 @@ type Cmd struct {
 	LandlockABI int
 
 	proc     *os.Process
-	tree     *processTree // the runner's processes (tree_linux.go)
+	tree     *runner.Tree // the runner's processes
 	nsError  string
 	prep     *preparation
 	ctrl     *os.File
@@ -109,7 +110,7 @@ type Cmd struct {
 	enf      Enforcement
 	done     chan struct{}
 	exited   chan struct{} // closed once the runner reported the command's status
-	exit     *runnerMsg
+	exit     *runner.Msg
 	lost     error
 	pidNS    bool // the command runs in the runner's pid namespace
 	cmdPid   int  // the command's pid as the runner sees it
@@ -193,18 +194,18 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	if err != nil {
 		return err
 	}
-	tree := startTree(proc.Pid)
+	tree := runner.StartTree(proc.Pid)
 	denials := facts.NewLog()
 	var n *notifier
 	// The process that loads the seccomp filter: the runner, or the init of
 	// its pid namespace when it made one.
 	confined := proc.Pid
 	cleanup := func() {
-		tree.kill()
-		<-tree.reaped
+		tree.Kill()
+		<-tree.Reaped()
 		ctrl.Close()
 		if n != nil {
-			n.finish(lostRunnerWait)
+			n.finish(runner.LostWait)
 		}
 	}
 	// The command may run before "ready" (right after its execve) and
@@ -212,7 +213,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	// must not hold Start either.
 	setupDone := make(chan struct{})
 	defer close(setupDone)
-	tree.abandonSetup(ctrl, setupDone)
+	tree.AbandonSetup(ctrl, setupDone)
 	abort := func(detail string) error {
 		cleanup()
 		return &SetupError{Detail: detail}
@@ -225,7 +226,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		}
 		return abort(err.Error())
 	}
-	if err := sendBytes(ctrl, spec, nil); err != nil {
+	if err := runner.SendBytes(ctrl, spec, nil); err != nil {
 		return abort(fmt.Sprintf("control socket: %v", err))
 	}
 	if c.Policy.Mode.Confines() {
@@ -233,17 +234,17 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		if c.prep.ruleset != nil {
 			rights = unix.UnixRights(int(c.prep.ruleset.Fd()))
 		}
-		if err := sendBytes(ctrl, c.prep.bpf, rights); err != nil {
+		if err := runner.SendBytes(ctrl, c.prep.bpf, rights); err != nil {
 			return abort(fmt.Sprintf("control socket: %v", err))
 		}
 	}
 	for {
-		var m runnerMsg
-		fd, err := recvMsg(ctrl, &m)
+		var m runner.Msg
+		fd, err := runner.RecvMsg(ctrl, &m)
 		if err != nil {
-			if errors.Is(err, errClosed) {
+			if errors.Is(err, runner.ErrClosed) {
 				cleanup()
-				return &SetupError{Detail: fmt.Sprintf("the sandbox runner exited before the command started (%s)", describeStatus(tree.status, tree.statusErr))}
+				return &SetupError{Detail: fmt.Sprintf("the sandbox runner exited before the command started (%s)", describeStatus(tree.Status()))}
 			}
 			return abort(fmt.Sprintf("control socket: %v", err))
 		}
@@ -251,12 +252,12 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			unix.Close(fd) // the runner never passes descriptors
 		}
 		switch m.Kind {
-		case msgInit:
+		case runner.MsgInit:
 			confined = m.Pid
-			tree.setKeeper(m.Pid, true)
-		case msgKeeper:
-			tree.setKeeper(m.Pid, false)
-		case msgListener:
+			tree.SetKeeper(m.Pid, true)
+		case runner.MsgKeeper:
+			tree.SetKeeper(m.Pid, false)
+		case runner.MsgListener:
 			// The listener's copy is held by the process that names it:
 			// the keeper (its pid given), or the namespace's init.
 			from := confined
@@ -284,22 +285,22 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				return abort(err.Error())
 			}
 			go n.run()
-			if err := sendMsg(ctrl, runnerMsg{Kind: msgAck}, -1); err != nil {
+			if err := runner.SendMsg(ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {
 				return abort(fmt.Sprintf("control socket: %v", err))
 			}
-		case msgFail:
+		case runner.MsgFail:
 			if m.Errno != 0 && isResourceErrno(syscall.Errno(m.Errno)) {
 				cleanup()
 				return &ResourceError{Op: "runner: " + m.Op, Err: syscall.Errno(m.Errno)}
 			}
 			return abort(m.Detail)
-		case msgExecFail:
+		case runner.MsgExecFail:
 			cleanup()
 			if isResourceErrno(syscall.Errno(m.Errno)) {
 				return &ResourceError{Op: "exec " + c.Args[0], Err: syscall.Errno(m.Errno)}
 			}
 			return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
-		case msgReady:
+		case runner.MsgReady:
 			c.proc, c.ctrl, c.facts, c.notifier, c.tree = proc, ctrl, denials, n, tree
 			c.enf = c.assess(m)
 			if m.Layers != nil {
@@ -324,44 +325,44 @@ func (c *Cmd) monitor() {
 	go func() {
 		defer close(ctrlDone)
 		for {
-			var m runnerMsg
-			fd, err := recvMsg(c.ctrl, &m)
+			var m runner.Msg
+			fd, err := runner.RecvMsg(c.ctrl, &m)
 			if fd >= 0 {
 				unix.Close(fd)
 			}
 			if err != nil {
 				break
 			}
-			if m.Kind == msgExit {
+			if m.Kind == runner.MsgExit {
 				c.exit = &m
 				close(c.exited) // the status stands, whatever teardown remains
 				break
 			}
-			if m.Kind == msgFail {
+			if m.Kind == runner.MsgFail {
 				c.lost = &SetupError{Detail: m.Detail}
 			}
 		}
 	}()
 	select {
 	case <-ctrlDone:
-	case <-c.tree.reaped:
+	case <-c.tree.Reaped():
 		// The relay is gone without the status: its keeper reports, or
 		// kills the tree and ends, at once — unless it cannot (stopped).
 		select {
 		case <-ctrlDone:
-		case <-time.After(lostRunnerWait):
-			c.tree.kill()
+		case <-time.After(runner.LostWait):
+			c.tree.Kill()
 		}
 	}
 	select {
-	case <-c.tree.reaped:
-	case <-time.After(lostRunnerWait):
-		c.tree.kill() // the relay's work is done
-		<-c.tree.reaped
+	case <-c.tree.Reaped():
+	case <-time.After(runner.LostWait):
+		c.tree.Kill() // the relay's work is done
+		<-c.tree.Reaped()
 	}
 	select {
 	case <-ctrlDone:
-	case <-time.After(lostRunnerWait):
+	case <-time.After(runner.LostWait):
 		// Every helper was killed; a keeper that cannot die yet must not
 		// hold the result.
 		unix.Shutdown(int(c.ctrl.Fd()), unix.SHUT_RDWR)
@@ -376,18 +377,15 @@ func (c *Cmd) monitor() {
 		// command's session here, and stop waiting for the rest after a
 		// while — whatever escaped by setsid stays confined by Landlock and
 		// the filter, whose notified calls fail once the listener closes.
-		killSession(c.cmdPid)
+		runner.KillSession(c.cmdPid)
 	}
 	if c.notifier != nil {
-		c.notifier.finish(lostRunnerWait)
+		c.notifier.finish(runner.LostWait)
 	}
 	// Every process of the command is gone: nothing races the audit.
 	gitaudit.Finish(c.git, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
-	c.tree.close()
+	c.tree.Close()
 }
-
-// lostRunnerWait bounds the wait for a lost runner's processes to go.
-const lostRunnerWait = time.Second
 
 // Wait waits for the command and everything it started to end, and returns
 // its Result. When the runner was killed by a signal before it could report
@@ -407,7 +405,7 @@ func (c *Cmd) Wait() (*Result, error) {
 			c.waitErr = c.lost
 			return
 		default:
-			ws, werr := c.tree.status, c.tree.statusErr
+			ws, werr := c.tree.Status()
 			c.killMu.Lock()
 			killed := c.killed
 			c.killMu.Unlock()
@@ -442,12 +440,12 @@ func (c *Cmd) Signal(sig os.Signal) error {
 	if !ok {
 		return fmt.Errorf("sandbox: unsupported signal %v", sig)
 	}
-	return c.tree.signal(s)
+	return c.tree.Signal(s)
 }
 
 // Kill ends the command and every process it started, at once, by SIGKILL
 // from here: it needs nothing from the runner's processes, which may be
-// stopped (see processTree.kill).
+// stopped (see the runner package's Tree.Kill).
 func (c *Cmd) Kill() error {
 	if c.proc == nil || c.done == nil {
 		return errors.New("sandbox: not started")
@@ -455,7 +453,7 @@ func (c *Cmd) Kill() error {
 	c.killMu.Lock()
 	c.killed = true
 	c.killMu.Unlock()
-	c.tree.kill()
+	c.tree.Kill()
 	return nil
 }
 
@@ -495,8 +493,8 @@ func (c *Cmd) spawnRunner(runnerPath string) (*os.Process, *os.File, error) {
 	// follow it, and the runner moves them down to 3.. in the command.
 	proc := &exec.Cmd{
 		Path:       runnerPath,
-		Args:       append([]string{runnerArg0}, c.Args...),
-		Env:        append(envWithout(env, runnerEnv), runnerEnv+"=1"),
+		Args:       append([]string{runner.Arg0}, c.Args...),
+		Env:        append(runner.EnvWithout(env, runner.EnvVar), runner.EnvVar+"=1"),
 		Dir:        c.Dir,
 		Stdin:      readerOf(c.Stdin),
 		Stdout:     writerOf(c.Stdout),
@@ -567,4 +565,17 @@ func writerOf(f *os.File) io.Writer {
 		return nil
 	}
 	return f
+}
+
+// describeStatus renders a wait status for an error message.
+func describeStatus(ws unix.WaitStatus, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case ws.Exited():
+		return fmt.Sprintf("exit status %d", ws.ExitStatus())
+	case ws.Signaled():
+		return "signal: " + SignalName(ws.Signal())
+	}
+	return fmt.Sprintf("wait status %#x", uint32(ws))
 }

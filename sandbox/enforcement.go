@@ -1,6 +1,12 @@
 package sandbox
 
-import "github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+import (
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// Namespaces says which namespaces a sandboxed command runs in.
+type Namespaces = runner.Namespaces
 
 // Enforcement levels.
 const (

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/mountplan"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
@@ -149,11 +150,11 @@ func (prep *preparation) spec(userNS bool, path string, extra int) ([]byte, erro
 			return nil, err
 		}
 	}
-	return specTokens(opts, plan), nil
+	return runner.SpecTokens(opts, plan), nil
 }
 
 // assess turns the runner's ready message into the command's Enforcement.
-func (c *Cmd) assess(m runnerMsg) Enforcement {
+func (c *Cmd) assess(m runner.Msg) Enforcement {
 	var l layers
 	if rl := m.Layers; rl != nil {
 		l = layers{

@@ -1,4 +1,4 @@
-package sandbox
+package runner
 
 import (
 	"testing"
@@ -7,6 +7,6 @@ import (
 )
 
 func TestSpecTokens(t *testing.T) {
-	b := specTokens([][2]string{{"confine", "1"}, {"why", "a b"}}, []string{"ro", "/"})
+	b := SpecTokens([][2]string{{"confine", "1"}, {"why", "a b"}}, []string{"ro", "/"})
 	assert.Equal(t, "dsh1\x00confine\x001\x00why\x00a b\x00ops\x00ro\x00/\x00", string(b))
 }

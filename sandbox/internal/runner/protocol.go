@@ -1,4 +1,4 @@
-package sandbox
+package runner
 
 import (
 	"encoding/json"
@@ -10,12 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The runner is this binary re-executed with argv[0] runnerArg0, runnerEnv=1
+// The runner is this binary re-executed with argv[0] Arg0, EnvVar=1
 // in its environment and the command as argv[1:]; its control socket is
 // fd 3. The Landlock ruleset fd travels with the seccomp program (SCM_RIGHTS).
 const (
-	runnerArg0 = "dsh-sandbox-runner"
-	runnerEnv  = "_DSH_SANDBOX_RUNNER"
+	Arg0   = "dsh-sandbox-runner"
+	EnvVar = "_DSH_SANDBOX_RUNNER"
 )
 
 // Namespaces says which namespaces a sandboxed command runs in.
@@ -28,8 +28,8 @@ type Namespaces struct {
 	UTS   bool `json:"uts"`
 }
 
-// runnerLayers is what the runner reports it applied.
-type runnerLayers struct {
+// Layers is what the runner reports it applied.
+type Layers struct {
 	Namespaces
 	NSError   string `json:"ns_error"`
 	MountView bool   `json:"mount_view"`
@@ -42,9 +42,9 @@ type runnerLayers struct {
 	CmdPid int `json:"cmd_pid"`
 }
 
-// specTokens encodes the runner's spec: NUL-separated tokens, "dsh1", then
+// SpecTokens encodes the runner's spec: NUL-separated tokens, "dsh1", then
 // key/value options, then "ops" and the mount plan (see runner_linux.c).
-func specTokens(opts [][2]string, plan []string) []byte {
+func SpecTokens(opts [][2]string, plan []string) []byte {
 	var b []byte
 	add := func(s string) { b = append(append(b, s...), 0) }
 	add("dsh1")
@@ -59,24 +59,25 @@ func specTokens(opts [][2]string, plan []string) []byte {
 	return b
 }
 
-// sendBytes sends one message, with oob (e.g. unix.UnixRights) attached.
-func sendBytes(f *os.File, b, oob []byte) error {
+// SendBytes sends one message, with oob (e.g. unix.UnixRights) attached.
+func SendBytes(f *os.File, b, oob []byte) error {
 	return unix.Sendmsg(int(f.Fd()), b, oob, nil, 0)
 }
 
 // Message kinds sent by the runner.
 const (
-	msgInit     = "init"     // the pid-namespace init's pid, seen from outside
-	msgKeeper   = "keeper"   // the inner keeper's pid (no pid namespace)
-	msgListener = "listener" // the seccomp listener's fd number in the runner, and the mount view
-	msgAck      = "ack"      // supervisor to runner: the listener was taken
-	msgReady    = "ready"    // the command started
-	msgFail     = "fail"     // the sandbox could not be set up; nothing ran
-	msgExecFail = "execfail" // the sandbox was set up but the command's execve failed
-	msgExit     = "exit"     // the command ended
+	MsgInit     = "init"     // the pid-namespace init's pid, seen from outside
+	MsgKeeper   = "keeper"   // the inner keeper's pid (no pid namespace)
+	MsgListener = "listener" // the seccomp listener's fd number in the runner, and the mount view
+	MsgAck      = "ack"      // supervisor to runner: the listener was taken
+	MsgReady    = "ready"    // the command started
+	MsgFail     = "fail"     // the sandbox could not be set up; nothing ran
+	MsgExecFail = "execfail" // the sandbox was set up but the command's execve failed
+	MsgExit     = "exit"     // the command ended
 )
 
-func envWithout(env []string, name string) []string {
+// EnvWithout is env without the variable name.
+func EnvWithout(env []string, name string) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		if !strings.HasPrefix(kv, name+"=") {
@@ -86,23 +87,25 @@ func envWithout(env []string, name string) []string {
 	return out
 }
 
-type runnerMsg struct {
-	Kind     string        `json:"kind"`
-	Detail   string        `json:"detail,omitempty"`
-	Layers   *runnerLayers `json:"layers,omitempty"`
-	ExitCode int           `json:"exit_code,omitempty"`
-	Signal   int           `json:"signal,omitempty"`
-	Pid      int           `json:"pid,omitempty"`
-	FD       int           `json:"fd,omitempty"`
-	Errno    int           `json:"errno,omitempty"`
-	Op       string        `json:"op,omitempty"` // fail: what failed, with Errno
+// Msg is one control message, either way.
+type Msg struct {
+	Kind     string  `json:"kind"`
+	Detail   string  `json:"detail,omitempty"`
+	Layers   *Layers `json:"layers,omitempty"`
+	ExitCode int     `json:"exit_code,omitempty"`
+	Signal   int     `json:"signal,omitempty"`
+	Pid      int     `json:"pid,omitempty"`
+	FD       int     `json:"fd,omitempty"`
+	Errno    int     `json:"errno,omitempty"`
+	Op       string  `json:"op,omitempty"` // fail: what failed, with Errno
 	// MountView (listener): 1 when the command has the mount view. Anything
 	// else, a missing field included, means none: the notifier then refuses
 	// more, never less.
 	MountView int `json:"mount_view,omitempty"`
 }
 
-func sendMsg(f *os.File, m any, fd int) error {
+// SendMsg sends m as JSON, with fd attached when it is not -1.
+func SendMsg(f *os.File, m any, fd int) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -114,9 +117,9 @@ func sendMsg(f *os.File, m any, fd int) error {
 	return unix.Sendmsg(int(f.Fd()), b, oob, nil, 0)
 }
 
-// recvMsg reads one message; fd is -1 unless the message carried one.
-// io.EOF-like closure is reported as errClosed.
-func recvMsg(f *os.File, v any) (fd int, err error) {
+// RecvMsg reads one message; fd is -1 unless the message carried one.
+// io.EOF-like closure is reported as ErrClosed.
+func RecvMsg(f *os.File, v any) (fd int, err error) {
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, unix.CmsgSpace(4))
 	for {
@@ -128,7 +131,7 @@ func recvMsg(f *os.File, v any) (fd int, err error) {
 			return -1, err
 		}
 		if n == 0 {
-			return -1, errClosed
+			return -1, ErrClosed
 		}
 		fd = -1
 		if oobn > 0 {
@@ -153,4 +156,5 @@ type closedError struct{}
 
 func (closedError) Error() string { return "control socket closed" }
 
-var errClosed error = closedError{}
+// ErrClosed is RecvMsg's error once the peer closed the control socket.
+var ErrClosed error = closedError{}

@@ -1,20 +1,20 @@
 //go:build linux
 
-package sandbox
+package runner
 
 import (
-	"fmt"
 	"os"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/proc"
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/proc"
 )
 
-// processTree is the runner's side of a started Cmd: the relay (the runner
+// Tree is the runner's side of a started Cmd: the relay (the runner
 // process, the supervisor's child) and the keeper (the relay's child: the
 // pid namespace's init, or the inner keeper), which keeps the command's tree.
 //
@@ -22,9 +22,9 @@ import (
 // the supervisor: a process stopped by SIGSTOP (without a pid namespace the
 // command can signal both) cannot answer, but SIGKILL needs no answer. The
 // supervisor reaps the relay itself and continues it at once when it stops
-// (the relay does the same for the keeper), and kill SIGKILLs the tree from
+// (the relay does the same for the keeper), and Kill SIGKILLs the tree from
 // here, the relay last.
-type processTree struct {
+type Tree struct {
 	mu        sync.Mutex // held while signalling the relay; reaping takes it
 	relay     int
 	gone      bool // the relay was reaped: its pid may name another process
@@ -36,21 +36,28 @@ type processTree struct {
 	reaped    chan struct{}
 }
 
-// startTree takes charge of the relay, the supervisor's child pid, not
+// StartTree takes charge of the relay, the supervisor's child pid, not
 // reaped yet, from its start on: the command may run (and stop its relay)
 // before Start returns.
-func startTree(pid int) *processTree {
-	t := &processTree{relay: pid, keeper: -1, reaped: make(chan struct{})}
+func StartTree(pid int) *Tree {
+	t := &Tree{relay: pid, keeper: -1, reaped: make(chan struct{})}
 	go t.reap()
 	return t
 }
 
-// setKeeper records the keeper, pid as the relay reported it (init) or as it
+// Reaped is closed once the relay was reaped.
+func (t *Tree) Reaped() <-chan struct{} { return t.reaped }
+
+// Status is the relay's wait status, or why it could not be had, once
+// Reaped is closed.
+func (t *Tree) Status() (unix.WaitStatus, error) { return t.status, t.statusErr }
+
+// SetKeeper records the keeper, pid as the relay reported it (init) or as it
 // reported itself (keeper), before the command started. It is the relay's
 // child: checked after pidfd_open while the relay is not reaped (so its pid
 // is its own), the pidfd names that process. init says it is the init of a
 // pid namespace.
-func (t *processTree) setKeeper(pid int, init bool) {
+func (t *Tree) SetKeeper(pid int, init bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.gone || t.keeper >= 0 || pid <= 0 {
@@ -67,11 +74,11 @@ func (t *processTree) setKeeper(pid int, init bool) {
 	t.keeper, t.keeperPid, t.init = fd, pid, init
 }
 
-// abandonSetup ends Start's wait for the runner's messages when the relay is
+// AbandonSetup ends Start's wait for the runner's messages when the relay is
 // gone and no message came for a while (the keeper stopped, say): it shuts
 // down the control socket (through a duplicate, so that it never touches a
 // descriptor Start closed), which Start sees as the runner's exit.
-func (t *processTree) abandonSetup(ctrl *os.File, setupDone <-chan struct{}) {
+func (t *Tree) AbandonSetup(ctrl *os.File, setupDone <-chan struct{}) {
 	fd, err := unix.FcntlInt(ctrl.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return
@@ -82,7 +89,7 @@ func (t *processTree) abandonSetup(ctrl *os.File, setupDone <-chan struct{}) {
 	}()
 }
 
-func (t *processTree) abandonWhenLost(fd int, setupDone <-chan struct{}) {
+func (t *Tree) abandonWhenLost(fd int, setupDone <-chan struct{}) {
 	select {
 	case <-setupDone:
 		return
@@ -90,10 +97,13 @@ func (t *processTree) abandonWhenLost(fd int, setupDone <-chan struct{}) {
 	}
 	select {
 	case <-setupDone:
-	case <-time.After(lostRunnerWait):
+	case <-time.After(LostWait):
 		unix.Shutdown(fd, unix.SHUT_RDWR)
 	}
 }
+
+// LostWait bounds the wait for a lost runner's processes to go.
+const LostWait = time.Second
 
 // cldStopped is CLD_STOPPED, the si_code of a child stopped by a signal (a
 // ptrace stop is reported to the tracer only).
@@ -102,7 +112,7 @@ const cldStopped = 5
 // reap waits for the relay and reaps it, continuing it whenever it stops.
 // The wait does not reap (WNOWAIT); the reaping itself is done under mu, so
 // that signal never sends to a pid that may have been reused.
-func (t *processTree) reap() {
+func (t *Tree) reap() {
 	defer close(t.reaped)
 	for {
 		var si unix.Siginfo
@@ -111,7 +121,7 @@ func (t *processTree) reap() {
 			continue
 		}
 		if err == nil && si.Code == cldStopped {
-			t.signal(syscall.SIGCONT)
+			t.Signal(syscall.SIGCONT)
 			continue
 		}
 		t.mu.Lock()
@@ -129,9 +139,9 @@ func (t *processTree) reap() {
 	}
 }
 
-// signal sends sig to the relay, which forwards it; once the relay is gone,
+// Signal sends sig to the relay, which forwards it; once the relay is gone,
 // straight to the keeper (which forwards it too).
-func (t *processTree) signal(sig syscall.Signal) error {
+func (t *Tree) Signal(sig syscall.Signal) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.gone {
@@ -143,7 +153,7 @@ func (t *processTree) signal(sig syscall.Signal) error {
 	return os.ErrProcessDone
 }
 
-// kill SIGKILLs every process of the tree. While the relay lives — stopped
+// Kill SIGKILLs every process of the tree. While the relay lives — stopped
 // or not — every process of the command is its descendant: the relay and an
 // inner keeper are child subreapers, and a pid namespace's init adopts the
 // namespace's orphans. So SIGKILLing the relay's descendants until none is
@@ -156,12 +166,12 @@ func (t *processTree) signal(sig syscall.Signal) error {
 // that has not exited within killRequestWait is SIGKILLed: the kernel then
 // kills the namespace too, but only after the init's own memory is torn
 // down, which waits for locks the namespace's forking processes hold in
-// turn. kill waits for the init's exit instead of walking the tree: a walk
+// turn. Kill waits for the init's exit instead of walking the tree: a walk
 // of a few hundred processes costs CPU they compete for (under autogroup
 // each one in a session of its own is a scheduling group of its own). Only
 // an init that did not exit at all (a process of its namespace in
 // uninterruptible sleep) leaves the walk to do.
-func (t *processTree) kill() {
+func (t *Tree) Kill() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.init && t.keeper >= 0 {
@@ -189,7 +199,7 @@ func (t *processTree) kill() {
 	}
 }
 
-// killTreeWait bounds kill's rounds: a process in uninterruptible sleep dies
+// killTreeWait bounds Kill's rounds: a process in uninterruptible sleep dies
 // only when it wakes (its SIGKILL is pending), and must not hold Kill.
 const killTreeWait = 2 * time.Second
 
@@ -329,25 +339,12 @@ func waitExit(fds []int, d time.Duration) {
 	}
 }
 
-// close releases the keeper's pidfd once the Cmd is done.
-func (t *processTree) close() {
+// Close releases the keeper's pidfd once the Cmd is done.
+func (t *Tree) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.keeper >= 0 {
 		unix.Close(t.keeper)
 		t.keeper = -1
 	}
-}
-
-// describeStatus renders a wait status for an error message.
-func describeStatus(ws unix.WaitStatus, err error) string {
-	switch {
-	case err != nil:
-		return err.Error()
-	case ws.Exited():
-		return fmt.Sprintf("exit status %d", ws.ExitStatus())
-	case ws.Signaled():
-		return "signal: " + SignalName(ws.Signal())
-	}
-	return fmt.Sprintf("wait status %#x", uint32(ws))
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package runner
 
 // The runner is C (runner_linux.c): it runs from an ELF constructor before
 // the Go runtime starts. Every binary that links this package can therefore
