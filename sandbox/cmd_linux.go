@@ -19,6 +19,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/gitaudit"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/supervisor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -104,7 +105,7 @@ type Cmd struct {
 	prep     *preparation
 	ctrl     *os.File
 	facts    *facts.Log
-	notifier *notifier
+	notifier *supervisor.Notifier
 	git      []*gitaudit.Audit // the git control entries at the start
 	noAudit  bool              // the probe's `true` changes nothing: no git audit
 	enf      Enforcement
@@ -196,7 +197,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	}
 	tree := runner.StartTree(proc.Pid)
 	denials := facts.NewLog()
-	var n *notifier
+	var n *supervisor.Notifier
 	// The process that loads the seccomp filter: the runner, or the init of
 	// its pid namespace when it made one.
 	confined := proc.Pid
@@ -205,7 +206,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		<-tree.Reaped()
 		ctrl.Close()
 		if n != nil {
-			n.finish(runner.LostWait)
+			n.Finish(runner.LostWait)
 		}
 	}
 	// The command may run before "ready" (right after its execve) and
@@ -276,15 +277,15 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				unix.Close(lfd)
 				return abort(fmt.Sprintf("the runner's fd %d is not a seccomp listener (%q)", m.FD, link))
 			}
-			guard := openGuardFor(m.MountView == 1, c.prep.abi)
-			if n, err = newNotifier(lfd, c.prep.filter, c.Policy, denials, proc.Pid, c.prep.ruleset, guard); err != nil {
+			guard := supervisor.OpenGuardFor(m.MountView == 1, c.prep.abi)
+			if n, err = supervisor.NewNotifier(lfd, c.prep.filter, c.Policy, denials, proc.Pid, c.prep.ruleset, guard); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {
 					cleanup()
 					return re
 				}
 				return abort(err.Error())
 			}
-			go n.run()
+			go n.Run()
 			if err := runner.SendMsg(ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {
 				return abort(fmt.Sprintf("control socket: %v", err))
 			}
@@ -380,7 +381,7 @@ func (c *Cmd) monitor() {
 		runner.KillSession(c.cmdPid)
 	}
 	if c.notifier != nil {
-		c.notifier.finish(runner.LostWait)
+		c.notifier.Finish(runner.LostWait)
 	}
 	// Every process of the command is gone: nothing races the audit.
 	gitaudit.Finish(c.git, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)

@@ -51,7 +51,7 @@ const (
 	// No pid namespace, Landlock ABI < 6 and no seccomp user notification:
 	// host processes of the same user can be signalled. (With notification
 	// the supervisor lets signals reach only the sandbox's processes, see
-	// signal_linux.go.)
+	// sandbox/internal/supervisor.)
 	MissingSignalIsolation = "signal-isolation"
 	// No ipc namespace: host System V IPC and POSIX message queues are reachable.
 	MissingIPCIsolation = "ipc-isolation"

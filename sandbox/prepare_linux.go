@@ -74,7 +74,7 @@ func prepare(p modes.Policy, maxABI int) (*preparation, error) {
 
 // filterSpec returns the seccomp variant for policy p. With user
 // notification the supervisor refuses, per run, what Landlock cannot stop
-// when the runner ends up without a mount view (openGuardFor). Without it
+// when the runner ends up without a mount view (supervisor.OpenGuardFor). Without it
 // the filter must decide before the runner does, so it assumes no mount
 // view whenever Landlock is there — a host without user notification
 // (Docker's seccomp profile) has no user namespace either; on one that has,
@@ -88,7 +88,7 @@ func filterSpec(p modes.Policy, notify bool, abi int, landlockOK bool) seccomp.S
 		s.DenyTruncate = abi < 3
 	}
 	// Below ABI 6 Landlock does not scope signals: the supervisor judges
-	// them (signal_linux.go).
+	// them (internal/supervisor, signal_linux.go).
 	s.Signals = notify && abi < 6
 	return s
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package supervisor
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 // symlinks, and connects through /proc/self/fd. The target's memory is read
 // once; changing it afterwards changes nothing. On kernels without Landlock
 // ABI 9 this is what keeps docker.sock, D-Bus and ssh-agent out of reach.
-func (n *notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
+func (n *Notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	pin, v, ok := n.destination(req, rule, a[1], int(uint32(a[2])))
 	if !ok {
@@ -47,7 +47,7 @@ func (n *notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
 // sendto decides a sendto() with a destination address (a datagram to a
 // socket path, e.g. /dev/log): the same check as connect, and the supervisor
 // sends the bytes it read once from the target, to the pinned socket.
-func (n *notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
+func (n *Notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	pin, v, ok := n.destination(req, rule, a[4], int(uint32(a[5])))
 	if !ok {
@@ -88,7 +88,7 @@ const maxDatagram = 4 << 20
 // pathname unix socket inside the writable roots passes, and then its socket
 // file is returned pinned (an O_PATH fd). Otherwise ok is false and v is the
 // answer (a denial with a fact for a forbidden destination).
-func (n *notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint64, alen int) (pin int, v verdict, ok bool) {
+func (n *Notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint64, alen int) (pin int, v verdict, ok bool) {
 	pid := int(req.Pid)
 	if alen < 2 || alen > 128 {
 		return -1, verdict{errno: unix.EINVAL}, false
@@ -184,7 +184,7 @@ func targetFD(tid, fd int, still func() bool) (int, verdict, bool) {
 }
 
 // pending returns a check that req is still waiting for its answer.
-func (n *notifier) pending(req *seccomp.Notif) func() bool {
+func (n *Notifier) pending(req *seccomp.Notif) func() bool {
 	return func() bool { return seccomp.Valid(n.fd, req.ID) }
 }
 

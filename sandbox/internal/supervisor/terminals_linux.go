@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package supervisor
 
 import (
 	"bufio"
@@ -32,7 +32,7 @@ func (h *hostDevpts) has(dev uint64) bool {
 // one the command created (with a mount view, /dev/pts is the sandbox's own
 // instance). The command's own terminal reaches it as fds 0-2 and needs no
 // open by path. Landlock denies these opens too; this adds the fact.
-func (n *notifier) otherTerminal(t *resolve.Target, p string) bool {
+func (n *Notifier) otherTerminal(t *resolve.Target, p string) bool {
 	if !modes.Within(p, "/dev/pts") || p == "/dev/pts/ptmx" {
 		return false
 	}

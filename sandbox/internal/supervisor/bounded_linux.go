@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package supervisor
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ const (
 // blocking is one emulated call on socket fd (the supervisor's copy) that
 // may have to wait.
 type blocking struct {
-	n        *notifier
+	n        *Notifier
 	req      *seccomp.Notif
 	fd       int
 	nonblock bool      // the command's socket is O_NONBLOCK
@@ -57,7 +57,7 @@ type blocking struct {
 
 // newBlocking reads what the command asked of its socket: O_NONBLOCK and
 // SO_SNDTIMEO.
-func (n *notifier) newBlocking(req *seccomp.Notif, fd int) (*blocking, error) {
+func (n *Notifier) newBlocking(req *seccomp.Notif, fd int) (*blocking, error) {
 	fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package supervisor
 
 import (
 	"encoding/binary"
@@ -39,7 +39,7 @@ const (
 	offControllen = 40
 )
 
-func (n *notifier) sendmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
+func (n *Notifier) sendmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	sent, v, ok := n.sendOne(req, rule, int(int32(a[0])), a[1], int(int32(a[2])), true)
 	if !ok {
@@ -51,7 +51,7 @@ func (n *notifier) sendmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 // sendmmsg sends the vector one message at a time, writing each msg_len back
 // into the target, and returns how many were sent, like the kernel. Only the
 // first message may wait for room: after it, a full socket ends the call.
-func (n *notifier) sendmmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
+func (n *Notifier) sendmmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	vec, vlen, flags := a[1], int(uint32(a[2])), int(int32(a[3]))
 	if vlen > 1024 {
@@ -79,7 +79,7 @@ func (n *notifier) sendmmsg(req *seccomp.Notif, rule seccomp.Rule) verdict {
 
 // sendOne performs one struct msghdr at hdr for the target; mayWait: see
 // blocking.send.
-func (n *notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hdr uint64, flags int, mayWait bool) (int, verdict, bool) {
+func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hdr uint64, flags int, mayWait bool) (int, verdict, bool) {
 	pid := int(req.Pid)
 	h, err := resolve.ReadBytes(pid, hdr, msghdrSize)
 	if err != nil {

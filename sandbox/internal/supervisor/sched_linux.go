@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package supervisor
 
 import (
 	"bytes"
@@ -31,7 +31,7 @@ const (
 	ioprioWhoProcess, ioprioWhoPg = 1, 2 // ioprio_set's which
 )
 
-func (n *notifier) schedVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
+func (n *Notifier) schedVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	tid := int(req.Pid)
 	if !sharesNS(tid, "pid") {
@@ -84,7 +84,7 @@ func (n *notifier) schedVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 // lead to an older process, so a pid reused while we read cannot splice a
 // host process into the tree; and the task must still be the one we looked
 // at once the walk is done (a pidfd opened first says it has not exited).
-func (n *notifier) inSandbox(id int) bool {
+func (n *Notifier) inSandbox(id int) bool {
 	if n.relay <= 0 || id == n.relay {
 		return false
 	}

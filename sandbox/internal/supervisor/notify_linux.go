@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package supervisor
 
 import (
 	"encoding/binary"
@@ -20,12 +20,12 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
 
-// notifier answers the seccomp user notifications of one sandbox. It never
+// Notifier answers the seccomp user notifications of one sandbox. It never
 // widens what the kernel layers allow: it pre-denies what the policy forbids
 // (recording a fact) and lets everything else continue to the kernel, except
 // connect, sendto, sendmsg and sendmmsg, which it performs itself after
 // checking the destination, so the target cannot swap it after the check.
-type notifier struct {
+type Notifier struct {
 	fd     int
 	rootMu sync.Mutex
 	rootfd int // the sandbox's root, opened from the first notifying process
@@ -47,10 +47,10 @@ type notifier struct {
 	relay      int
 	relayStart uint64
 	own        ownSockets // socket files the sandbox bound
-	guard      openGuard  // what Landlock cannot stop in this run
+	guard      OpenGuard  // what Landlock cannot stop in this run
 }
 
-// openGuard is what the notifier refuses, from a call's registers alone,
+// OpenGuard is what the notifier refuses, from a call's registers alone,
 // because no mount view backs Landlock in this run (the runner says so with
 // the listener). Landlock requires no right for an open with access mode 3
 // (its file_open hook looks only at FMODE_READ and FMODE_WRITE), and before
@@ -61,25 +61,25 @@ type notifier struct {
 // never judged by path; openat2 keeps its flags in memory, so it answers
 // ENOSYS and callers fall back to openat. With a mount view every mount
 // outside the roots is read-only and nodev, and nothing changes.
-type openGuard struct {
+type OpenGuard struct {
 	ioctlOpen bool // refuse open/openat with access mode 3
 	truncate  bool // refuse truncate(2) and O_TRUNC opens that are not writable
 	openat2   bool // answer openat2 with ENOSYS
 }
 
-// openGuardFor returns the guard of a run with or without the mount view,
+// OpenGuardFor returns the guard of a run with or without the mount view,
 // under Landlock ABI abi (0: none).
-func openGuardFor(mountView bool, abi int) openGuard {
+func OpenGuardFor(mountView bool, abi int) OpenGuard {
 	if mountView {
-		return openGuard{}
+		return OpenGuard{}
 	}
-	return openGuard{ioctlOpen: true, truncate: abi < 3, openat2: true}
+	return OpenGuard{ioctlOpen: true, truncate: abi < 3, openat2: true}
 }
 
 // refuses returns the errno the guard answers call name with arguments a,
 // or 0. It reads only the registers (a snapshot): nothing the command can
 // change afterwards. Flags are an int: only the low 32 bits count.
-func (g openGuard) refuses(name string, a [6]uint64) unix.Errno {
+func (g OpenGuard) refuses(name string, a [6]uint64) unix.Errno {
 	switch name {
 	case "openat2":
 		if g.openat2 {
@@ -109,7 +109,7 @@ func (g openGuard) refuses(name string, a [6]uint64) unix.Errno {
 // The fact names the path as read from the command's memory (the decision
 // does not depend on it); openat2's ENOSYS is a fallback, not a denial, and
 // has none.
-func (n *notifier) guardVerdict(req *seccomp.Notif, rule seccomp.Rule) (v verdict, ok bool) {
+func (n *Notifier) guardVerdict(req *seccomp.Notif, rule seccomp.Rule) (v verdict, ok bool) {
 	errno := n.guard.refuses(rule.Name, req.Args)
 	if errno == 0 {
 		return verdict{}, false
@@ -130,7 +130,7 @@ func (n *notifier) guardVerdict(req *seccomp.Notif, rule seccomp.Rule) (v verdic
 
 // factPath names a path argument for a denial fact: canonical when it can
 // be resolved, else as the command wrote it ("" when unreadable).
-func (n *notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow bool) string {
+func (n *Notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow bool) string {
 	p, err := resolve.ReadString(int(req.Pid), addr, unix.PathMax)
 	if err != nil {
 		return ""
@@ -145,11 +145,11 @@ func (n *notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow
 	return p
 }
 
-// newNotifier serves listener fd of a filter built from spec for the
+// NewNotifier serves listener fd of a filter built from spec for the
 // sandbox of policy p, whose runner (the relay) is process relay and whose
 // Landlock ruleset, if any, is ruleset (the notifier keeps a duplicate);
-// guard is what it refuses outright (see openGuardFor).
-func newNotifier(fd int, spec seccomp.Spec, p modes.Policy, facts *facts.Log, relay int, ruleset *os.File, guard openGuard) (*notifier, error) {
+// guard is what it refuses outright (see OpenGuardFor).
+func NewNotifier(fd int, spec seccomp.Spec, p modes.Policy, denials *facts.Log, relay int, ruleset *os.File, guard OpenGuard) (*Notifier, error) {
 	table, err := seccomp.Table(spec)
 	if err != nil {
 		unix.Close(fd)
@@ -178,19 +178,19 @@ func newNotifier(fd int, spec seccomp.Spec, p modes.Policy, facts *facts.Log, re
 		}
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
-	return &notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: facts, done: make(chan struct{}),
+	return &Notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: denials, done: make(chan struct{}),
 		stopR: stop[0], stopW: stop[1], ruleset: rs, relay: relay, relayStart: start, guard: guard}, nil
 }
 
 // stopped reports whether stop was called.
-func (n *notifier) stopped() bool {
+func (n *Notifier) stopped() bool {
 	fds := []unix.PollFd{{Fd: int32(n.stopR), Events: unix.POLLIN}}
 	k, _ := unix.Poll(fds, 0)
 	return k > 0
 }
 
 // stop ends run even while processes still use the filter.
-func (n *notifier) stop() {
+func (n *Notifier) stop() {
 	n.stopMu.Lock()
 	defer n.stopMu.Unlock()
 	if n.stopW >= 0 {
@@ -198,8 +198,8 @@ func (n *notifier) stop() {
 	}
 }
 
-// run serves notifications until every process holding the filter is gone.
-func (n *notifier) run() {
+// Run serves notifications until every process holding the filter is gone.
+func (n *Notifier) Run() {
 	defer close(n.done)
 	defer unix.Close(n.fd)
 	defer func() {
@@ -245,10 +245,10 @@ func (n *notifier) run() {
 	n.conns.Wait()
 }
 
-// finish waits for run to end once the sandbox's processes are gone, and
+// Finish waits for Run to end once the sandbox's processes are gone, and
 // stops it after d: a process that still uses the filter then (one that
 // escaped the tree) gets ENOSYS for every notified call — still denied.
-func (n *notifier) finish(d time.Duration) {
+func (n *Notifier) Finish(d time.Duration) {
 	select {
 	case <-n.done:
 	case <-time.After(d):
@@ -262,22 +262,22 @@ type verdict struct {
 	cont  bool       // let the kernel run the call (its layers still apply)
 	errno unix.Errno // else fail with this errno (0: succeed with val)
 	val   uint64
-	fact  *Denial
+	fact  *facts.Denial
 	// abandon: give no answer (the call was abandoned, see bounded_linux.go)
 	abandon bool
 }
 
 func allow() verdict { return verdict{cont: true} }
 
-func (n *notifier) deny(rule seccomp.Rule, errno unix.Errno, path, addr string) verdict {
-	return verdict{errno: errno, fact: &Denial{Op: rule.Op, Path: path, Address: addr, Syscall: rule.Name, Errno: errnoName(errno)}}
+func (n *Notifier) deny(rule seccomp.Rule, errno unix.Errno, path, addr string) verdict {
+	return verdict{errno: errno, fact: &facts.Denial{Op: rule.Op, Path: path, Address: addr, Syscall: rule.Name, Errno: errnoName(errno)}}
 }
 
 // respond answers a notification and records its fact. If the process died
 // before the answer (its pid may since have been reused, so what we read may
 // have come from another process), the answer fails and the fact is dropped
 // with it.
-func (n *notifier) respond(req *seccomp.Notif, v verdict) {
+func (n *Notifier) respond(req *seccomp.Notif, v verdict) {
 	var err error
 	switch {
 	case v.abandon:
@@ -294,7 +294,7 @@ func (n *notifier) respond(req *seccomp.Notif, v verdict) {
 	}
 }
 
-func (n *notifier) handle(req *seccomp.Notif) {
+func (n *Notifier) handle(req *seccomp.Notif) {
 	rule, ok := n.table[req.Nr]
 	if !ok {
 		n.respond(req, verdict{errno: unix.ENOSYS})
@@ -354,7 +354,7 @@ type pathArg struct {
 }
 
 // pathVerdict judges a write-like filesystem call against the policy.
-func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
+func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	cwd := int32(unix.AT_FDCWD)
 	var args []pathArg
@@ -462,7 +462,7 @@ func (n *notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	return allow()
 }
 
-func (n *notifier) pinsProtected(p string) bool {
+func (n *Notifier) pinsProtected(p string) bool {
 	for _, pp := range n.policy.Protected {
 		if pp != p && modes.Within(pp, p) {
 			return true
@@ -515,7 +515,7 @@ func abstractName(b []byte) string {
 // target returns the process of a notification. The sandbox's root is opened
 // once, from a process whose notification is still pending (so the pid was
 // not reused).
-func (n *notifier) target(req *seccomp.Notif) (*resolve.Target, error) {
+func (n *Notifier) target(req *seccomp.Notif) (*resolve.Target, error) {
 	n.rootMu.Lock()
 	defer n.rootMu.Unlock()
 	if n.rootfd < 0 {

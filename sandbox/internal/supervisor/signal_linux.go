@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package supervisor
 
 import (
 	"os"
@@ -31,7 +31,7 @@ import (
 // which the command could swap after the check: the supervisor sends that
 // one itself, through its own copy of the pidfd.
 
-func (n *notifier) signalVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
+func (n *Notifier) signalVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	tid := int(req.Pid)
 	if !sharesNS(tid, "pid") {
@@ -70,7 +70,7 @@ func (n *notifier) signalVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict 
 
 // pidfdSignal performs pidfd_send_signal(fd, sig, NULL, flags) for the
 // command when fd is a pidfd of one of the sandbox's processes.
-func (n *notifier) pidfdSignal(req *seccomp.Notif, rule seccomp.Rule) verdict {
+func (n *Notifier) pidfdSignal(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	if a[2] != 0 {
 		// A siginfo from the command's memory: not forwarded.

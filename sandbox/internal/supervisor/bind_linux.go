@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package supervisor
 
 import (
 	"bytes"
@@ -77,7 +77,7 @@ func (o *ownSockets) has(st *unix.Stat_t) bool {
 // a bind address.
 const sockaddrStorage = 128
 
-func (n *notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
+func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	pid := int(req.Pid)
 	alen := int(int32(a[2]))
@@ -163,7 +163,7 @@ func (n *notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 // command (see above), with dirfd, when not -1, as its working directory.
 // The thread is never given back: its goroutine ends locked, so the Go
 // runtime terminates it.
-func (n *notifier) restrictedBind(sfd, dirfd int, addr []byte, umask int) error {
+func (n *Notifier) restrictedBind(sfd, dirfd int, addr []byte, umask int) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with us
@@ -330,4 +330,4 @@ func sharesNS(tid int, kind string) bool {
 	return !ok1 || !ok2 || self == its
 }
 
-func (n *notifier) sharesNetNS(tid int) bool { return sharesNS(tid, "net") }
+func (n *Notifier) sharesNetNS(tid int) bool { return sharesNS(tid, "net") }

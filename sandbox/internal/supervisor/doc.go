@@ -1,0 +1,37 @@
+// Package supervisor answers the seccomp user notifications of one sandbox:
+// the notification loop and its verdicts ([Notifier], notify_linux.go), the
+// registers-only open guard ([OpenGuard], [OpenGuardFor]), and the calls it
+// judges or performs for the command — bind (bind_linux.go), connect and
+// sendto (connect_linux.go), sendmsg and sendmmsg (sendmsg_linux.go), kill
+// and friends (signal_linux.go), the sched_* calls (sched_linux.go), terminal
+// ioctls (terminals_linux.go) — and the bound on every emulated call that may
+// wait (bounded_linux.go).
+//
+// Package sandbox needs only [NewNotifier], [Notifier.Run],
+// [Notifier.Finish] and [OpenGuardFor] from it. It reads the target through
+// sandbox/internal/resolve, records denials in a sandbox/internal/facts Log,
+// and asks sandbox/internal/mountplan which /proc entries are global.
+//
+// It pre-denies what the policy forbids, with the errno Landlock would give,
+// and lets everything else continue to the kernel: Landlock, the mount view
+// and the filter's errno rules stay the enforcement, so a verdict here may
+// only ever refuse more, never allow what they refuse. Rules it must keep:
+//
+//   - It never acts for the command by path once the command runs: a path
+//     is resolved once, through the target's root, into what is checked, and
+//     what it performs (connect, send, bind) goes through the descriptor it
+//     checked and pinned then (an O_PATH fd, /proc/self/fd) or the command's
+//     own socket taken with pidfd_getfd, never through the path again. The
+//     target's memory is read once; changing it afterwards changes nothing.
+//   - It never blocks on the command's behalf: no emulated call waits in the
+//     kernel, every wait is bounded (short slices, checked against the
+//     notification still pending), and a call is abandoned without an answer
+//     when its notification is gone (the command was killed or interrupted)
+//     or the notifier stops. Finish stops the loop after a bounded wait.
+//   - It answers only for processes of its own sandbox: a pid is checked
+//     against the notification (or its pidfd) before it is trusted, so a
+//     reused pid never hands it another process.
+//
+// The git audit is not here (sandbox/internal/gitaudit): it handles no
+// notification and runs only while no process of the command lives.
+package supervisor
