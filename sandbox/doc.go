@@ -14,9 +14,9 @@
 // in the kernel, passed to the runner as an fd), the seccomp BPF program and
 // the mount plan. It then starts a runner: the same binary re-executed as
 // "dsh-sandbox-runner". The runner is C code run from an ELF constructor
-// (runner_linux.c), before the Go runtime starts, so any binary linking this
-// package is its own runner and a command costs no second Go start. In a
-// fixed order it:
+// (sandbox/internal/runner, runner_linux.c), before the Go runtime starts;
+// this package imports it, so any binary linking this package is its own
+// runner and a command costs no second Go start. In a fixed order it:
 //
 //  0. creates user, mount, ipc, uts, pid and (without network) net
 //     namespaces where the host allows them; with a pid namespace its child
@@ -45,6 +45,20 @@
 // are performed by the supervisor itself after checking the destination. A confined mode needs seccomp
 // and at least one filesystem layer (Landlock or the mount view); without
 // them it fails closed with a [*SetupError] and the command never runs.
+//
+// # Packages
+//
+// This package is the public API and the wiring. The jobs below it are
+// internal packages, each with a doc.go saying what it owns and what it must
+// never do: sandbox/internal/runner (the C runner, the control protocol, the
+// runner's process tree), sandbox/internal/supervisor (the notification
+// loop), sandbox/internal/mountplan (the mount view's plan),
+// sandbox/internal/resolve (paths and memory of a notified process),
+// sandbox/internal/proc (/proc/PID/stat, pidfd liveness),
+// sandbox/internal/facts ([Denial] and the fact log) and
+// sandbox/internal/gitaudit (the post-run git audit). Calls go one way, down:
+// sandbox, then runner, supervisor and gitaudit, then resolve, proc, facts and
+// mountplan, then sandbox/landlock, sandbox/seccomp and sandbox/modes.
 //
 // docs/DESIGN.md has the threat model and the layer-by-layer coverage.
 package sandbox
