@@ -8,7 +8,8 @@ import (
 
 // Signals on hosts without a pid namespace. Landlock scopes signals from
 // ABI 6; below it the supervisor judges kill, tkill, tgkill,
-// rt_*sigqueueinfo and pidfd_send_signal (sandbox/signal_linux.go). Each
+// rt_*sigqueueinfo and pidfd_send_signal
+// (sandbox/internal/supervisor/signal_linux.go). Each
 // case runs on the kernel's ABI and, where the kernel is newer, capped at
 // ABI 5 and 2 with --landlock-abi: the very code path of Ubuntu 24.04
 // (6.8, ABI 4) and Debian 12 (6.1, ABI 2), which make vm-test runs for real.

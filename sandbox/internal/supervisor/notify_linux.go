@@ -313,7 +313,7 @@ func (n *Notifier) handle(req *seccomp.Notif) {
 	case seccomp.KindConnect, seccomp.KindSendto, seccomp.KindSendmsg:
 		// These may have to wait (a full listen backlog or socket buffer):
 		// answer from a goroutine so other notifications keep flowing. The
-		// wait is bounded (bounded_linux.go), so run's n.conns.Wait is too.
+		// wait is bounded (bounded_linux.go), so Run's n.conns.Wait is too.
 		n.conns.Add(1)
 		go func() {
 			defer n.conns.Done()
