@@ -59,6 +59,17 @@ if [ -f /newroot/results/host-paths ]; then
     mount --bind "/lower$p" "/newroot$p" || fail "bind $p"
   done </newroot/results/host-paths
 fi
+# the guest kernel's modules in /lib/modules, as on a real host: modprobe (the host's, over 9p)
+# then loads what the kernel asks for on demand
+if [ -f /newroot/results/modules-dir ]; then
+  read -r m </newroot/results/modules-dir
+  [ -d "/lower$m" ] || fail "modules $m: not a directory on the host"
+  kmods="/newroot/lib/modules/$(uname -r)"
+  if [ ! -d "$kmods" ]; then
+    mkdir -p "$kmods" || fail "mkdir $kmods"
+    mount --bind "/lower$m" "$kmods" || fail "bind $m"
+  fi
+fi
 [ -f /newroot/results/guest.sh ] || fail "no /results/guest.sh"
 # shellcheck disable=SC2093 # fail only runs when the exec fails
 exec switch_root /newroot /bin/bash /results/guest.sh

@@ -121,6 +121,9 @@ VM_TIMEOUT=${VM_TIMEOUT:-$((go_timeout_s + 600))}
 gobin="$(dirname "$(command -v "$GO")")"
 # what the guest must see of the host under directories it mounts fresh (init.sh binds them)
 printf '%s\n' "$root" >"$run/host-paths"
+# the guest kernel's modules, where a real host keeps them, so that the kernel loads on demand what
+# it does on such a host (unix_diag for sock_diag, say: the supervisor's check of a socket it bound)
+printf '%s\n' "$kdir/root/lib/modules/$kver" >"$run/modules-dir"
 npkgs=$(wc -l <"$run/packages")
 cat >"$run/guest.sh" <<GUEST
 #!/bin/bash
