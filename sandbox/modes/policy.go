@@ -42,8 +42,14 @@ type Options struct {
 	AllowBroadWorkspace bool
 	// Homes are home directories (e.g. the command's $HOME) no writable
 	// root may contain, besides this process's $HOME, the passwd home of
-	// the real uid and, for uid 0, /root.
+	// the real uid and, for uid 0, /root. The confined modes hide
+	// HomeSecrets in each of these homes.
 	Homes []string
+	// DenyRead adds absolute paths to the deny-read set (confined modes);
+	// AllowRead removes entries of it, or paths under one (see
+	// Policy.DenyRead).
+	DenyRead  []string
+	AllowRead []string
 }
 
 // Policy is a canonical, fully explicit sandbox policy. All paths are
@@ -54,6 +60,12 @@ type Policy struct {
 	WritableRoots []string `json:"writable_roots"`
 	Protected     []string `json:"protected"`
 	Network       bool     `json:"network"`
+	// DenyRead are the paths a confined command cannot read (a directory
+	// with everything beneath it): HomeSecrets in every home of
+	// Options.Homes, RootSecrets for root, Options.DenyRead, less
+	// Options.AllowRead. Entries need not exist; the sandbox hides those
+	// that do. Empty in danger-full-access.
+	DenyRead []string `json:"deny_read"`
 }
 
 // ErrWorkspace is wrapped by Derive when the workspace cannot be opened.
@@ -83,13 +95,20 @@ func Derive(o Options) (Policy, error) {
 		return Policy{}, fmt.Errorf("%w: %w", ErrWorkspace, err)
 	}
 	p := Policy{Mode: o.Mode, Workspace: ws, Network: o.Network}
-	if o.Mode != WorkspaceWrite {
-		if o.Mode == DangerFullAccess {
-			p.Network = true
+	if o.Mode == DangerFullAccess {
+		if len(o.DenyRead) > 0 || len(o.AllowRead) > 0 {
+			return Policy{}, fmt.Errorf("%w: danger-full-access hides nothing (deny-read and allow-read need a confined mode)", ErrDenyRead)
 		}
+		p.Network = true
 		return p, nil
 	}
 	homes := homeDirs(o.Homes)
+	if p.DenyRead, err = denyReadSet(homes, os.Getuid() == 0, o.DenyRead, o.AllowRead); err != nil {
+		return Policy{}, err
+	}
+	if o.Mode != WorkspaceWrite {
+		return p, p.deriveCheck()
+	}
 	broad := func(kind, dir string) error {
 		if o.AllowBroadWorkspace && kind != BroadTempDir {
 			return nil
@@ -150,7 +169,16 @@ func Derive(o Options) (Policy, error) {
 		prot = append(prot, canonicalEntry(pp))
 	}
 	p.Protected = dedupe(filterUnder(prot, p.WritableRoots))
-	return p, nil
+	return p, p.deriveCheck()
+}
+
+// deriveCheck fails Derive when the deny-read set would hide the workspace
+// or a writable root.
+func (p Policy) deriveCheck() error {
+	if err := p.checkDenyRead(); err != nil {
+		return fmt.Errorf("%w: %w", ErrDenyRead, err)
+	}
+	return nil
 }
 
 // Writable reports whether a canonical path may be written under p: it lies

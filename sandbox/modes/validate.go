@@ -19,7 +19,10 @@ var ErrInvalidPolicy = errors.New("invalid policy")
 //   - workspace-write has writable roots, each absolute, clean and free of
 //     symlinks, and the workspace lies in one of them;
 //   - every protected path is absolute and clean, and under workspace-write
-//     lies in a writable root.
+//     lies in a writable root;
+//   - every deny-read path is absolute and clean, neither /, nor under /proc
+//     or /dev, nor the workspace, a writable root or an ancestor of one;
+//     danger-full-access has none.
 //
 // A policy from Derive is valid (while its directories stay as they were).
 func (p Policy) Validate() error {
@@ -30,6 +33,9 @@ func (p Policy) Validate() error {
 		return bad("%v %d", ErrUnknownMode, int(p.Mode))
 	}
 	if p.Mode == DangerFullAccess {
+		if len(p.DenyRead) > 0 {
+			return bad("danger-full-access with deny-read paths %q", p.DenyRead)
+		}
 		return nil
 	}
 	if err := checkCanonical(p.Workspace); err != nil {
@@ -60,6 +66,9 @@ func (p Policy) Validate() error {
 		if p.Mode == WorkspaceWrite && !withinAny(pp, p.WritableRoots) {
 			return bad("protected path %q is in no writable root", pp)
 		}
+	}
+	if err := p.checkDenyRead(); err != nil {
+		return bad("%v", err)
 	}
 	return nil
 }

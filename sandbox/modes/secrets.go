@@ -1,0 +1,189 @@
+package modes
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// HomeSecrets returns the entries of a home directory that the confined
+// modes leave unreadable by default: credentials, keys, tokens, password
+// stores, keyrings, browser profiles and shell or REPL histories.
+func HomeSecrets() []string {
+	return []string{
+		".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker/config.json",
+		".netrc", ".git-credentials", ".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
+		".config/gh", ".password-store", ".local/share/keyrings",
+		".mozilla", ".config/google-chrome", ".config/chromium",
+		".bash_history", ".zsh_history", ".python_history", ".node_repl_history", ".psql_history",
+		".mysql_history", ".lesshst", ".local/share/fish/fish_history",
+	}
+}
+
+// RootSecrets returns the files outside the homes that are unreadable by
+// default when the caller is root (others cannot read them anyway): the
+// shadow password files and the SSH host private keys (/etc/ssh/*_key, as
+// they exist when the policy is derived).
+func RootSecrets() []string {
+	out := []string{"/etc/shadow", "/etc/gshadow"}
+	keys, _ := filepath.Glob("/etc/ssh/*_key") // the pattern is valid
+	return append(out, keys...)
+}
+
+// ErrDenyRead is wrapped by Derive when a --deny-read or --allow-read path
+// is unusable.
+var ErrDenyRead = errors.New("bad deny-read set")
+
+// denyReadSet derives the canonical deny-read set: HomeSecrets in each of
+// homes, RootSecrets when root, plus deny, minus allow. An allow path must
+// be an entry of the set or lie under one; under one, the entry is replaced
+// by its existing entries other than the way down to the allowed path (so
+// that only the allowed path becomes readable). Symlinks met on the way are
+// left out: their targets are masked, or not, where they lie. Nothing is
+// created or changed on the host.
+func denyReadSet(homes []string, root bool, deny, allow []string) ([]string, error) {
+	var set []string
+	for _, h := range homes {
+		for _, rel := range HomeSecrets() {
+			set = append(set, canonicalMaybeMissing(filepath.Join(h, rel)))
+		}
+	}
+	if root {
+		for _, p := range RootSecrets() {
+			set = append(set, canonicalMaybeMissing(p))
+		}
+	}
+	for _, d := range deny {
+		c, err := secretInput("--deny-read", d)
+		if err != nil {
+			return nil, err
+		}
+		set = append(set, c)
+	}
+	set = outermost(set)
+	for _, a := range allow {
+		c, err := secretInput("--allow-read", a)
+		if err != nil {
+			return nil, err
+		}
+		var next []string
+		found := false
+		for _, e := range set {
+			if !Within(c, e) {
+				next = append(next, e)
+				continue
+			}
+			found = true
+			rest, err := splitAround(e, c)
+			if err != nil {
+				return nil, fmt.Errorf("%w: --allow-read %s: %w", ErrDenyRead, a, err)
+			}
+			next = append(next, rest...)
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: --allow-read %s: not in the deny-read set, nor under an entry of it", ErrDenyRead, a)
+		}
+		set = next
+	}
+	return outermost(set), nil
+}
+
+// secretInput checks a --deny-read or --allow-read path and returns it
+// canonical.
+func secretInput(flag, p string) (string, error) {
+	switch {
+	case p == "":
+		return "", fmt.Errorf("%w: %s: empty path", ErrDenyRead, flag)
+	case strings.IndexByte(p, 0) >= 0:
+		return "", fmt.Errorf("%w: %s %q: contains a NUL byte", ErrDenyRead, flag, p)
+	case !filepath.IsAbs(p):
+		return "", fmt.Errorf("%w: %s %s: not an absolute path", ErrDenyRead, flag, p)
+	}
+	c := canonicalMaybeMissing(p)
+	if err := maskable(c); err != nil {
+		return "", fmt.Errorf("%w: %s %s: %w", ErrDenyRead, flag, p, err)
+	}
+	return c, nil
+}
+
+// maskable fails for a canonical path that cannot be hidden: the root
+// directory, and what the sandbox mounts or grants afresh (/proc, /dev).
+func maskable(c string) error {
+	switch {
+	case c == "/":
+		return errors.New("the root directory cannot be hidden")
+	case Within(c, "/proc"), Within(c, "/dev"):
+		return fmt.Errorf("%s cannot be hidden (the sandbox provides it afresh)", c)
+	}
+	return nil
+}
+
+// splitAround returns the existing entries that hide everything of entry
+// but allowed (which lies in it): the entries of each directory from entry
+// down to allowed's parent, less the one on the way.
+func splitAround(entry, allowed string) ([]string, error) {
+	if entry == allowed {
+		return nil, nil
+	}
+	ents, err := os.ReadDir(entry)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil // nothing there to hide
+	}
+	if err != nil {
+		return nil, err
+	}
+	rel, _ := filepath.Rel(entry, allowed) // allowed lies in entry
+	first, _, _ := strings.Cut(rel, string(filepath.Separator))
+	var out []string
+	for _, e := range ents {
+		child := filepath.Join(entry, e.Name())
+		switch {
+		case e.Name() == first:
+			rest, err := splitAround(child, allowed)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rest...)
+		case e.Type()&os.ModeSymlink == 0:
+			out = append(out, child)
+		}
+	}
+	return out, nil
+}
+
+// outermost sorts and dedupes paths and drops those inside another.
+func outermost(paths []string) []string { return minimalRoots(paths) }
+
+// checkDenyRead fails when a deny-read entry of p is not absolute and clean,
+// cannot be hidden, or would hide the workspace or a writable root.
+func (p Policy) checkDenyRead() error {
+	for _, d := range p.DenyRead {
+		if err := checkClean(d); err != nil {
+			return fmt.Errorf("deny-read path: %w", err)
+		}
+		if err := maskable(d); err != nil {
+			return fmt.Errorf("deny-read path: %w", err)
+		}
+		if Within(p.Workspace, d) {
+			return fmt.Errorf("deny-read path %s contains the workspace %s (--allow-read %s)", d, p.Workspace, d)
+		}
+		for _, r := range p.WritableRoots {
+			if Within(r, d) {
+				return fmt.Errorf("deny-read path %s contains the writable root %s (--allow-read %s)", d, r, d)
+			}
+		}
+	}
+	return nil
+}
+
+// Masks reports whether path is a deny-read entry of p or lies beneath one.
+func (p Policy) Masks(path string) bool {
+	for _, d := range p.DenyRead {
+		if Within(path, d) {
+			return true
+		}
+	}
+	return false
+}
