@@ -48,6 +48,15 @@ func MountAccessOf(v int) MountAccess {
 // terminals, consoles (/dev/tty*, /dev/vcs*, /dev/console), input devices
 // and raw disks are so denied by the kernel.
 //
+// The masked paths (existing deny-read paths outside the writable roots,
+// see Masked) are left out of the read rights the same way: every entry of
+// every directory on the way from / down to each of them is granted, the
+// way itself and the masked path are not. The way keeps only "/"'s READ_DIR:
+// its directories stay listable (and so the names in a masked directory),
+// but a file created in one of them after the ruleset was built (a new
+// ~/.foo) is not readable. Masked files and everything beneath masked
+// directories can be neither read nor executed.
+//
 // The carved paths (protected paths, see Options.CarveProtected) are left
 // out of the writable roots the same way: every entry along the way to
 // each of them is granted, the way itself and the carved path are not. A
@@ -57,11 +66,11 @@ func MountAccessOf(v int) MountAccess {
 // this is what keeps a carved path that does not exist yet from being
 // created, and one that exists from being replaced. The carved path and
 // everything beneath it are read-only.
-func fsRules(roots, carved []string) []rule {
+func fsRules(roots, carved, masked []string) []rule {
 	out := []rule{{"/", unix.LANDLOCK_ACCESS_FS_READ_DIR}}
 	devMounts, others := deviceMounts()
 	excluded := append([]string{"/dev"}, devMounts...)
-	grantBeneath("/", excluded, fsRead, &out)
+	grantBeneath("/", append(append([]string(nil), excluded...), masked...), fsRead, &out)
 	for _, m := range others {
 		out = append(out, rule{m, fsRead})
 	}

@@ -137,9 +137,34 @@ func Carved(p modes.Policy) []string {
 	return out
 }
 
+// Masked returns the deny-read paths of p that the ruleset leaves out of
+// every read right: those that exist and lie in no writable root. A path in
+// a writable root is hidden by the mount view only: Landlock would have to
+// take from the root (and every directory on the way) the rights on its own
+// entries, so that no file created there later could be read or written.
+func Masked(p modes.Policy) []string {
+	if !p.Mode.Confines() {
+		return nil
+	}
+	var out []string
+	for _, d := range p.DenyRead {
+		if _, err := os.Stat(d); err != nil {
+			continue // nothing there to read
+		}
+		inRoot := false
+		for _, r := range p.WritableRoots {
+			inRoot = inRoot || modes.Within(d, r)
+		}
+		if !inRoot {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // ForABI derives the ruleset enforcing p on a kernel with Landlock ABI v.
-// Filesystem: read and execute everywhere but on device nodes (see
-// readRules), every right under the writable roots, file rights on the
+// Filesystem: read and execute everywhere but on device nodes and the
+// masked deny-read paths (see fsRules), every right under the writable roots, file rights on the
 // device sinks, /dev/tty and /dev/ptmx, read on the random devices; none on
 // the host's /dev/pts. Network (when p
 // denies it): TCP/UDP ports all denied, pathname unix sockets only under the
@@ -169,7 +194,7 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 	if o.CarveProtected {
 		carved = Carved(p)
 	}
-	rs.rules = append(rs.rules, fsRules(p.WritableRoots, carved)...)
+	rs.rules = append(rs.rules, fsRules(p.WritableRoots, carved, Masked(p))...)
 	for _, d := range modes.DeviceSinks() {
 		rs.rules = append(rs.rules, rule{d, fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE})
 	}
@@ -184,6 +209,9 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 	}
 	return rs
 }
+
+// Rules returns how many path rules the ruleset has.
+func (rs Ruleset) Rules() int { return len(rs.rules) }
 
 // Features returns what the ruleset's ABI covers.
 func (rs Ruleset) Features() Features { return rs.features }
