@@ -58,6 +58,13 @@ const (
 	// No seccomp user notification: denials are enforced but not reported,
 	// and connect() to any unix socket is denied.
 	MissingDenialFacts = "denial-facts"
+	// No mount view: the deny-read paths (Policy.DenyRead) are hidden by
+	// Landlock alone; the names of the entries of a masked directory stay
+	// listable, and a masked path in a writable root cannot be hidden at
+	// all (such a policy then fails to start).
+	MissingSecretMasksMount = "secret-masks-mount"
+	// No Landlock: the deny-read paths are hidden by the mount view alone.
+	MissingSecretMasksLandlock = "secret-masks-landlock"
 )
 
 // No host lacks these any more, so they are not in the list above:
@@ -82,6 +89,16 @@ type Enforcement struct {
 	LandlockABI int      `json:"landlock_abi"`
 	// Reasons explain absent layers, e.g. why user namespaces were unavailable.
 	Reasons []string `json:"reasons,omitempty"`
+	// Masked lists the deny-read paths that existed when the command
+	// started and were hidden from it, with the layers that hid each.
+	Masked []Masked `json:"masked,omitempty"`
+}
+
+// Masked is a deny-read path hidden from a command, and the layers that
+// hid it (LayerMountView, LayerLandlock).
+type Masked struct {
+	Path   string   `json:"path"`
+	Layers []string `json:"layers"`
 }
 
 // layers is what a runner actually applied (or a probe found possible).
@@ -93,6 +110,7 @@ type layers struct {
 	seccomp     bool
 	notify      bool
 	carved      bool // Landlock leaves every protected path out of the writable roots
+	secrets     bool // the policy has deny-read paths
 }
 
 // assess turns applied layers into an Enforcement for mode m.
@@ -129,6 +147,8 @@ func assess(m modes.Mode, l layers) Enforcement {
 	miss(!pidIsolated && l.landlockABI < 6 && !l.notify, MissingSignalIsolation)
 	miss(!l.ns.IPC, MissingIPCIsolation)
 	miss(!l.notify, MissingDenialFacts)
+	miss(l.secrets && !l.mountView, MissingSecretMasksMount)
+	miss(l.secrets && l.landlockABI == 0, MissingSecretMasksLandlock)
 	e.Level = LevelFull
 	if len(e.Missing) > 0 {
 		e.Level = LevelPartial

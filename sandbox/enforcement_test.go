@@ -44,7 +44,13 @@ func TestAssess(t *testing.T) {
 			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation, MissingDenialFacts}},
 		{"docker, old landlock: nothing judges signals", modes.ReadOnly, layers{landlockABI: 5, seccomp: true}, LevelPartial,
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingDenialFacts}},
-		{"danger", modes.DangerFullAccess, layers{}, LevelNone, []string{}},
+		{"secrets, everything", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true, notify: true, secrets: true}, LevelFull,
+			[]string{}},
+		{"secrets, no mount view", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true, secrets: true}, LevelPartial,
+			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation, MissingSecretMasksMount}},
+		{"secrets, no landlock", modes.WorkspaceWrite, layers{ns: allNS, mountView: true, freshProc: true, seccomp: true, notify: true, secrets: true}, LevelPartial,
+			[]string{MissingSecretMasksLandlock}},
+		{"danger", modes.DangerFullAccess, layers{secrets: true}, LevelNone, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := assess(tc.mode, tc.l)

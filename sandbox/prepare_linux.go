@@ -4,8 +4,10 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +34,12 @@ type preparation struct {
 	// carved: the ruleset leaves every protected path out of every write
 	// right (landlock.Options.CarveProtected).
 	carved bool
+	// masks are the deny-read paths the mount view hides (those that
+	// exist), llMasks those the ruleset leaves out of every read right.
+	masks, llMasks []string
+	// needView says why the command must not run without the mount view
+	// ("": it may): a mask the ruleset cannot cover.
+	needView string
 }
 
 // prepare builds what a runner needs for policy p, with a Landlock ABI of
@@ -68,6 +76,17 @@ func prepare(p modes.Policy, maxABI int) (*preparation, error) {
 		}
 		prep.abi, prep.ruleset = abi, rs
 		prep.carved = carve && len(landlock.Carved(p)) == len(p.Protected)
+		prep.llMasks = landlock.Masked(p)
+	}
+	prep.masks = mountplan.Masks(p)
+	if prep.ruleset != nil {
+		for _, m := range prep.masks {
+			if !slices.Contains(prep.llMasks, m) {
+				prep.needView = fmt.Sprintf("cannot hide %s without a mount view: it lies in the writable root %s, where Landlock cannot deny reads (--allow-read %s)",
+					m, mountplan.RootOf(p.WritableRoots, m), m)
+				break
+			}
+		}
 	}
 	return prep, nil
 }
@@ -135,6 +154,7 @@ func (prep *preparation) spec(userNS bool, path string, extra int) ([]byte, erro
 		// cover /proc (workspace "/") leaves nothing to deny there.
 		{"llselftest", b(mountplan.RootOf(p.WritableRoots, "/proc") == "")},
 		{"notify", b(prep.notify)},
+		{"needview", prep.needView},
 		{"why", prep.landlockErr},
 		{"path", path},
 		{"extra", strconv.Itoa(extra)},
@@ -166,7 +186,11 @@ func (c *Cmd) assess(m runner.Msg) Enforcement {
 			l.carved = c.prep.carved
 		}
 	}
+	l.secrets = len(c.Policy.DenyRead) > 0
 	e := assess(c.Policy.Mode, l)
+	if c.Policy.Mode.Confines() {
+		e.Masked = c.prep.masked(l.mountView, l.landlockABI > 0)
+	}
 	if c.Policy.Mode.Confines() {
 		nsErr := c.nsError
 		if m.Layers != nil && m.Layers.NSError != "" {
@@ -179,6 +203,25 @@ func (c *Cmd) assess(m runner.Msg) Enforcement {
 		}
 	}
 	return e
+}
+
+// masked lists each hidden deny-read path with the layers that hid it,
+// given whether the runner applied the mount view and Landlock.
+func (prep *preparation) masked(mountView, landlockOn bool) []Masked {
+	var out []Masked
+	for _, m := range prep.masks {
+		var by []string
+		if mountView {
+			by = append(by, LayerMountView)
+		}
+		if landlockOn && slices.Contains(prep.llMasks, m) {
+			by = append(by, LayerLandlock)
+		}
+		if len(by) > 0 {
+			out = append(out, Masked{Path: m, Layers: by})
+		}
+	}
+	return out
 }
 
 func unwrapExecErr(err error) error {

@@ -73,6 +73,28 @@ func Plan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
 		mount("", pp, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NODEV|flags, "hard")
 		checks = append(checks, pp)
 	}
+	// Each existing deny-read path is hidden, on top of the roots and the
+	// protected paths: a directory by an empty read-only tmpfs, anything
+	// else by a read-only nodev bind of /dev/null, which cannot be opened
+	// (like bwrap's --tmpfs and --ro-bind /dev/null). Nothing is created on
+	// the host; a mount point cannot be removed or renamed.
+	nullFlags, err := keptFlags("/dev/null")
+	if err != nil {
+		return nil, fmt.Errorf("mount view: /dev/null: %w", err)
+	}
+	for _, m := range Masks(p) {
+		st, err := os.Stat(m)
+		if err != nil {
+			continue
+		}
+		if st.IsDir() {
+			t = append(t, "md", "tmpfs", m, "tmpfs", strconv.FormatUint(maskFlags, 10), "hard", "mode=0700,size=4k,nr_inodes=16")
+		} else {
+			mount("/dev/null", m, "", unix.MS_BIND, "hard")
+			mount("", m, "", unix.MS_REMOUNT|unix.MS_BIND|maskFlags|nullFlags, "hard")
+		}
+		checks = append(checks, m)
+	}
 	// The devices that stay openable are bound onto themselves before
 	// their mounts become nodev (a bind is a mount of its own), read-only
 	// so that their metadata cannot change.
@@ -91,7 +113,7 @@ func Plan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
 		return nil, fmt.Errorf("mount view: %w", err)
 	}
 	for _, m := range points {
-		if m == "/proc" || devices[m] || p.Protects(m) {
+		if m == "/proc" || devices[m] || p.Protects(m) || p.Masks(m) {
 			continue
 		}
 		flags, err := keptFlags(m)
@@ -148,6 +170,24 @@ func Plan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
 		t = append(t, "ro", c)
 	}
 	return t, nil
+}
+
+// maskFlags are the mount flags of a mask.
+const maskFlags = unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+
+// Masks returns the deny-read paths of p that the mount view hides: those
+// that exist.
+func Masks(p modes.Policy) []string {
+	if !p.Mode.Confines() {
+		return nil
+	}
+	var out []string
+	for _, d := range p.DenyRead {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func isWritableRoot(p modes.Policy, m string) bool {

@@ -227,3 +227,42 @@ func TestProcGlobal(t *testing.T) {
 		assert.Equal(t, want, ProcGlobal(p), p)
 	}
 }
+
+// TestPlanMasks: an existing deny-read directory gets an empty read-only
+// tmpfs, an existing file a read-only nodev bind of /dev/null, both
+// self-tested read-only; a missing one gets nothing (nothing is created on
+// the host); danger-full-access has no plan for them.
+func TestPlanMasks(t *testing.T) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	dir, file, missing := filepath.Join(base, ".ssh"), filepath.Join(base, ".netrc"), filepath.Join(base, ".kube")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.WriteFile(file, []byte("machine x"), 0o600))
+	p := modes.Policy{Mode: modes.ReadOnly, Workspace: base, DenyRead: []string{dir, file, missing}}
+	assert.Equal(t, []string{dir, file}, Masks(p))
+	toks, err := Plan(p, landlock.MountAccess{})
+	require.NoError(t, err)
+	ops, checks, data, _ := parsePlanAll(t, toks)
+	var onDir, onFile []planOp
+	for _, op := range ops {
+		switch op.tgt {
+		case dir:
+			onDir = append(onDir, op)
+		case file:
+			onFile = append(onFile, op)
+		case missing:
+			t.Errorf("a step on the missing %s: %+v", missing, op)
+		}
+	}
+	ro := uint64(unix.MS_RDONLY | unix.MS_NODEV | unix.MS_NOSUID | unix.MS_NOEXEC)
+	require.Len(t, onDir, 1)
+	assert.Equal(t, planOp{"tmpfs", dir, "tmpfs", ro, "hard"}, onDir[0])
+	assert.Contains(t, data[dir], "mode=0700")
+	require.Len(t, onFile, 2)
+	assert.Equal(t, planOp{"/dev/null", file, "", unix.MS_BIND, "hard"}, onFile[0])
+	assert.Equal(t, uint64(unix.MS_REMOUNT|unix.MS_BIND), onFile[1].flags&(unix.MS_REMOUNT|unix.MS_BIND))
+	assert.Equal(t, ro, onFile[1].flags&ro)
+	assert.Contains(t, checks, dir)
+	assert.Contains(t, checks, file)
+	assert.Empty(t, Masks(modes.Policy{Mode: modes.DangerFullAccess, DenyRead: []string{dir}}))
+}

@@ -945,6 +945,12 @@ static void runner_main(char **argv) {
 		if (!mount_view && !opt("landlock"))
 			fail("no filesystem confinement is possible on this host (%s%s%s%s%s)", ns_error, ns_error[0] ? "; " : "",
 			     opt_str("why"), reasons[0] ? "; " : "", reasons);
+		// A deny-read path that only the mount view can hide (one in a
+		// writable root) fails closed without it.
+		if (!mount_view && opt_str("needview")[0]) {
+			if (!ns_error[0] && !reasons[0]) fail("%s", opt_str("needview"));
+			fail("%s (no mount view: %s%s%s)", opt_str("needview"), ns_error, ns_error[0] && reasons[0] ? "; " : "", reasons);
+		}
 		// 2. Capabilities. 3. no_new_privs.
 		drop_capabilities();
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) fail("set no_new_privs: %s", strerror(errno));
