@@ -46,6 +46,9 @@ type Config struct {
 	Protected []string
 	// Network lets confined commands use the network.
 	Network bool
+	// DenyRead and AllowRead change the deny-read set of the confined
+	// modes, as modes.Options' fields of the same names (absolute paths).
+	DenyRead, AllowRead []string
 	// AllowBroadWorkspace lets a workspace (the executor's or a session's)
 	// and the WritableRoots be /, a home directory or an ancestor of one
 	// under workspace-write; otherwise NewExecutor and Resolve refuse them
@@ -137,6 +140,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	// The workspace and extra roots must be usable now: derive once.
 	probe, err := modes.Derive(modes.Options{
 		Mode: modes.WorkspaceWrite, Workspace: cfg.Workspace, AllowWrite: cfg.WritableRoots, Protect: cfg.Protected,
+		DenyRead: cfg.DenyRead, AllowRead: cfg.AllowRead,
 		// A broad workspace only matters where it would be writable.
 		AllowBroadWorkspace: cfg.AllowBroadWorkspace || cfg.Mode != modes.WorkspaceWrite,
 	})
@@ -315,8 +319,14 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 	}
 	r.StdoutTail = max(r.StdoutTail, req.StdoutMaxBytes)
 
+	var denyRead, allowRead []string
+	if r.Mode.Confines() { // danger-full-access hides nothing
+		denyRead, allowRead = e.cfg.DenyRead, e.cfg.AllowRead
+	}
 	policy, err := modes.Derive(modes.Options{
 		Mode:       r.Mode,
+		DenyRead:   denyRead,
+		AllowRead:  allowRead,
 		Workspace:  base,
 		AllowWrite: e.cfg.WritableRoots,
 		// Other sessions' spill files are not the command's to change.

@@ -71,12 +71,16 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	if mode != modes.WorkspaceWrite && (len(o.allowWrite) > 0 || len(o.protect) > 0) {
 		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --allow-write and --protect need --mode workspace-write"))
 	}
+	if !mode.Confines() && (len(o.denyRead) > 0 || len(o.allowRead) > 0) {
+		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --deny-read and --allow-read need a confined mode (danger-full-access hides nothing)"))
+	}
 	env, err := childEnv(environ, o)
 	if err != nil {
 		return failReport(modes.Policy{Mode: mode}, err)
 	}
 	policy, err := modes.Derive(modes.Options{
 		Mode: mode, Workspace: o.workspace, AllowWrite: o.allowWrite, Protect: o.protect,
+		DenyRead: o.denyRead, AllowRead: o.allowRead,
 		Network: o.network, TempDir: lookupEnv(env, "TMPDIR"),
 		AllowBroadWorkspace: o.allowBroad,
 		// The caller's home and the command's, besides Derive's own.
