@@ -69,7 +69,10 @@ func TestFeaturesNames(t *testing.T) {
 	assert.Equal(t, []string{"filesystem", "refer", "truncate", "tcp", "ioctl-dev", "scopes", "audit"}, FeaturesOf(7).Names())
 }
 
-func TestABIMatchesKernel(t *testing.T) {
+// requireABI returns the kernel's ABI, or skips the test without Landlock
+// (fails it when DSH_REQUIRE_LANDLOCK=1).
+func requireABI(t *testing.T) int {
+	t.Helper()
 	v, err := ABI()
 	if err != nil {
 		if os.Getenv("DSH_REQUIRE_LANDLOCK") == "1" {
@@ -77,6 +80,11 @@ func TestABIMatchesKernel(t *testing.T) {
 		}
 		t.Skipf("no Landlock on this host: %v", err)
 	}
+	return v
+}
+
+func TestABIMatchesKernel(t *testing.T) {
+	v := requireABI(t)
 	assert.GreaterOrEqual(t, v, 1)
 	assert.Equal(t, 8, int(rulesetAttrSize(1)))
 	assert.Equal(t, 24, int(rulesetAttrSize(7)))

@@ -77,13 +77,7 @@ func TestMaskedSiblingRules(t *testing.T) {
 // TestMaskedReadDenied restricts a child process with the ruleset and
 // reads: the masked file's bytes never come back, a sibling's do.
 func TestMaskedReadDenied(t *testing.T) {
-	abi, err := ABI()
-	if err != nil {
-		if os.Getenv("DSH_REQUIRE_LANDLOCK") == "1" {
-			t.Fatalf("landlock: %v", err)
-		}
-		t.Skipf("landlock: %v", err)
-	}
+	abi := requireABI(t)
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	home := filepath.Join(base, "home")

@@ -179,11 +179,4 @@ func (p Policy) checkDenyRead() error {
 }
 
 // Masks reports whether path is a deny-read entry of p or lies beneath one.
-func (p Policy) Masks(path string) bool {
-	for _, d := range p.DenyRead {
-		if Within(path, d) {
-			return true
-		}
-	}
-	return false
-}
+func (p Policy) Masks(path string) bool { return withinAny(path, p.DenyRead) }
