@@ -384,6 +384,10 @@ type Report struct {
 		Layers      []string `json:"layers"`
 		Missing     []string `json:"missing"`
 		LandlockABI int      `json:"landlock_abi"`
+		Masked      []struct {
+			Path   string   `json:"path"`
+			Layers []string `json:"layers"`
+		} `json:"masked"`
 	} `json:"enforcement"`
 	Denials  []Denial `json:"denials"`
 	ExitCode *int     `json:"exit_code"`

@@ -33,7 +33,7 @@ func dockerMissing(t *testing.T) []string {
 	// No "truncate" below ABI 3: the filter refuses truncate(2) and
 	// non-writable O_TRUNC opens in the kernel (openguard_test.go).
 	m = append(m, "ipc-isolation")
-	return append(m, "denial-facts")
+	return append(m, "denial-facts", "secret-masks-mount")
 }
 
 func TestNoNotifyProbeExact(t *testing.T) {

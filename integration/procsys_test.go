@@ -119,7 +119,10 @@ func TestProbeMissingExact(t *testing.T) {
 					// supervisor judges signals there; no "truncate" below
 					// ABI 3 either: the supervisor refuses truncation
 					// without a mount view, openguard_test.go.)
-					want = []string{"protected-paths", "metadata-writes", "process-visibility", "ipc-isolation"}
+					want = []string{"protected-paths", "metadata-writes", "process-visibility", "ipc-isolation", "secret-masks-mount"}
+				}
+				if h.d == &degradedNoLandlock {
+					want = append(want, "secret-masks-landlock") // the mount view alone hides the secrets
 				}
 				r := id.run(t, runOpts{Wrap: h.wrap(), Flags: flags, NoReport: true, Dir: id.workspace(t)})
 				requireExit(t, r, 0)
@@ -137,9 +140,11 @@ func TestProbeMissingExact(t *testing.T) {
 					}
 				}
 				for _, m := range confinedModes {
-					w := append([]string{}, want...)
-					if m == "read-only" && len(w) > 0 {
-						w = w[1:] // protected paths are a workspace-write guarantee
+					w := []string{}
+					for _, x := range want {
+						if m == "workspace-write" || x != "protected-paths" { // a workspace-write guarantee
+							w = append(w, x)
+						}
 					}
 					if got := p.Modes[m].Missing; !reflect.DeepEqual(got, w) {
 						t.Errorf("modes[%s].missing = %q, want %q", m, got, w)

@@ -42,7 +42,12 @@ var hostConfigs = []hostConfig{
 
 // forEachHost runs f for every host configuration and identity.
 func forEachHost(t *testing.T, f func(t *testing.T, h hostConfig, id identity)) {
-	for _, h := range hostConfigs {
+	forEachHostOf(t, hostConfigs, f)
+}
+
+// forEachHostOf runs f for each of the host configurations and every identity.
+func forEachHostOf(t *testing.T, hosts []hostConfig, f func(t *testing.T, h hostConfig, id identity)) {
+	for _, h := range hosts {
 		t.Run(h.name, func(t *testing.T) {
 			forEachIdentity(t, func(t *testing.T, id identity) {
 				if h.d == nil {
