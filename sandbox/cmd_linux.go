@@ -3,6 +3,8 @@
 package sandbox
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/gitaudit"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/limits"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/supervisor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
@@ -64,6 +67,9 @@ type Result struct {
 	DenialsDropped int
 	// Enforcement is how the command was confined.
 	Enforcement Enforcement
+	// Usage is what the command used, where the host measures it (a
+	// cgroup of its own); nil otherwise.
+	Usage *Usage
 	// RunnerLost says why, when the runner died of a signal Kill did not
 	// send before it could report the command's status (then Signal is the
 	// runner's). The command's session was killed with it.
@@ -107,7 +113,9 @@ type Cmd struct {
 	facts    *facts.Log
 	notifier *supervisor.Notifier
 	git      []*gitaudit.Audit // the git control entries at the start
-	noAudit  bool              // the probe's `true` changes nothing: no git audit
+	group    *limits.Group     // the command's cgroup (resource limits), or nil
+	usage    *Usage
+	noAudit  bool // the probe's `true` changes nothing: no git audit
 	enf      Enforcement
 	done     chan struct{}
 	exited   chan struct{} // closed once the runner reported the command's status
@@ -177,6 +185,12 @@ func (c *Cmd) Start() error {
 		}
 		return &SetupError{Detail: err.Error()}
 	}
+	if c.Policy.Limits.Any() {
+		// Limits that cannot be enforced never fail a command: without a
+		// group the runner sets RLIMIT_NPROC where it counts per command,
+		// and Enforcement.Missing says what is not enforced.
+		c.group, _ = limits.Create(c.Policy.Limits, "dsh-sandbox-"+groupNonce())
+	}
 	err = c.startRunner(runnerPath, true)
 	var se *SetupError
 	if errors.As(err, &se) && strings.HasPrefix(se.Detail, "userns-map:") {
@@ -185,7 +199,18 @@ func (c *Cmd) Start() error {
 		c.nsError = "user namespaces unusable (" + se.Detail + ")"
 		err = c.startRunner(runnerPath, false)
 	}
+	if err != nil && c.group != nil {
+		c.group.Close()
+		c.group = nil
+	}
 	return err
+}
+
+// groupNonce names a command's cgroup uniquely.
+func groupNonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // startRunner starts one runner and waits until the command runs or the
@@ -219,7 +244,19 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		cleanup()
 		return &SetupError{Detail: detail}
 	}
-	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles))
+	// The runner reads its spec before it does anything else: joined now,
+	// it and everything it forks are in the group.
+	if c.group != nil {
+		if err := c.group.Add(proc.Pid); err != nil {
+			c.group.Close()
+			c.group = nil
+		}
+	}
+	nproc := 0
+	if c.group == nil {
+		nproc = c.Policy.Limits.MaxPids
+	}
+	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles), nproc)
 	if err != nil {
 		if re := resourceError("prepare the sandbox", err); re != nil {
 			cleanup()
@@ -303,7 +340,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
 		case runner.MsgReady:
 			c.proc, c.ctrl, c.facts, c.notifier, c.tree = proc, ctrl, denials, n, tree
-			c.enf = c.assess(m)
+			c.enf = withLimits(c.assess(m), c.Policy.Limits, c.limitsMechanism(m))
 			if m.Layers != nil {
 				c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
 			}
@@ -380,6 +417,15 @@ func (c *Cmd) monitor() {
 		// the filter, whose notified calls fail once the listener closes.
 		runner.KillSession(c.cmdPid)
 	}
+	if c.group != nil {
+		// What is left in the group (a setsid'd process without a pid
+		// namespace, the helpers both killed from outside) dies here.
+		u, hits, _ := c.group.Finish()
+		c.usage = &u
+		for _, h := range hits {
+			c.facts.AddN(limitFact(h), h.Count)
+		}
+	}
 	if c.notifier != nil {
 		c.notifier.Finish(runner.LostWait)
 	}
@@ -398,7 +444,7 @@ func (c *Cmd) Wait() (*Result, error) {
 	}
 	c.waitOnce.Do(func() {
 		<-c.done
-		r := &Result{Denials: c.facts.List(), DenialsDropped: c.facts.Dropped(), Enforcement: c.enf}
+		r := &Result{Denials: c.facts.List(), DenialsDropped: c.facts.Dropped(), Enforcement: c.enf, Usage: c.usage}
 		switch {
 		case c.exit != nil:
 			r.ExitCode, r.Signal = c.exit.ExitCode, syscall.Signal(c.exit.Signal)
@@ -579,4 +625,28 @@ func describeStatus(ws unix.WaitStatus, err error) string {
 		return "signal: " + SignalName(ws.Signal())
 	}
 	return fmt.Sprintf("wait status %#x", uint32(ws))
+}
+
+// limitsMechanism is what enforces the command's limits, from its group
+// and the runner's ready message.
+func (c *Cmd) limitsMechanism(m runner.Msg) string {
+	switch {
+	case c.group != nil:
+		return c.group.Mechanism()
+	case m.Layers != nil && m.Layers.Nproc:
+		return LimitsRlimit
+	}
+	return LimitsNone
+}
+
+// limitFact is the fact of a limit the command hit.
+func limitFact(h limits.Hit) Denial {
+	d := Denial{Op: facts.OpLimit, Address: h.Limit}
+	switch h.Limit {
+	case limits.Memory:
+		d.Syscall, d.Errno = "oom-kill", "SIGKILL"
+	case limits.Pids:
+		d.Syscall, d.Errno = "fork", "EAGAIN"
+	}
+	return d
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/limits"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -65,7 +66,48 @@ const (
 	MissingSecretMasksMount = "secret-masks-mount"
 	// No Landlock: the deny-read paths are hidden by the mount view alone.
 	MissingSecretMasksLandlock = "secret-masks-landlock"
+	// A limit the policy sets (non-zero) that this host cannot enforce for
+	// the caller: pids without a cgroup and without RLIMIT_NPROC in a user
+	// namespace of the command's; memory and CPU without a cgroup.
+	MissingPidsLimit   = "pids-limit"
+	MissingMemoryLimit = "memory-limit"
+	MissingCPULimit    = "cpu-limit"
 )
+
+// Limit mechanisms (Enforcement.Limits, the probe's "limits").
+const (
+	LimitsCgroupV1 = limits.CgroupV1 // a cgroup v1 group per command (pids, memory, cpu, cpuacct, freezer)
+	LimitsCgroupV2 = limits.CgroupV2 // a cgroup v2 group per command
+	LimitsRlimit   = limits.Rlimit   // RLIMIT_NPROC in the command's user namespace: pids only
+	LimitsNone     = limits.None     // nothing enforces the limits
+)
+
+// Usage is what a command used, where its limits' mechanism measures it
+// (a cgroup): peak memory, CPU time (user+system), peak pids; nil fields are
+// unknown.
+type Usage = limits.Usage
+
+// withLimits adds the limits' mechanism and the limits it cannot enforce
+// to e: mech is LimitsCgroupV1/V2, LimitsRlimit or LimitsNone.
+func withLimits(e Enforcement, l modes.Limits, mech string) Enforcement {
+	if !l.Any() {
+		return e
+	}
+	e.Limits = mech
+	cgroup := mech == LimitsCgroupV1 || mech == LimitsCgroupV2
+	miss := func(cond bool, name string) {
+		if cond {
+			e.Missing = append(e.Missing, name)
+		}
+	}
+	miss(l.MaxPids > 0 && !cgroup && mech != LimitsRlimit, MissingPidsLimit)
+	miss(l.MaxMemory > 0 && !cgroup, MissingMemoryLimit)
+	miss(l.MaxCPU > 0 && !cgroup, MissingCPULimit)
+	if e.Level == LevelFull && len(e.Missing) > 0 {
+		e.Level = LevelPartial
+	}
+	return e
+}
 
 // No host lacks these any more, so they are not in the list above:
 //   - truncation outside the roots (formerly "truncate"): Landlock
@@ -89,6 +131,10 @@ type Enforcement struct {
 	LandlockABI int      `json:"landlock_abi"`
 	// Reasons explain absent layers, e.g. why user namespaces were unavailable.
 	Reasons []string `json:"reasons,omitempty"`
+	// Limits names what enforces the policy's resource limits
+	// (LimitsCgroupV1, LimitsCgroupV2, LimitsRlimit, LimitsNone); empty when
+	// the policy sets none.
+	Limits string `json:"limits,omitempty"`
 	// Masked lists the deny-read paths that existed when the command
 	// started and were hidden from it, with the layers that hid each.
 	Masked []Masked `json:"masked,omitempty"`

@@ -55,6 +55,10 @@ type Config struct {
 	// with a *modes.BroadWorkspaceError (errors.Is modes.ErrBroadWorkspace).
 	// A broad $TMPDIR is always refused.
 	AllowBroadWorkspace bool
+	// Limits are every command's resource limits: nil means
+	// modes.DefaultLimits(); a zero field of a non-nil value is unlimited.
+	// Limits the host cannot enforce are reported in Enforcement.Missing.
+	Limits *modes.Limits
 
 	// DefaultTimeout applies to calls that give none (0: 120000 ms);
 	// MaxTimeout caps every call (0: 600000 ms).
@@ -140,7 +144,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	// The workspace and extra roots must be usable now: derive once.
 	probe, err := modes.Derive(modes.Options{
 		Mode: modes.WorkspaceWrite, Workspace: cfg.Workspace, AllowWrite: cfg.WritableRoots, Protect: cfg.Protected,
-		DenyRead: cfg.DenyRead, AllowRead: cfg.AllowRead,
+		DenyRead: cfg.DenyRead, AllowRead: cfg.AllowRead, Limits: cfg.Limits,
 		// A broad workspace only matters where it would be writable.
 		AllowBroadWorkspace: cfg.AllowBroadWorkspace || cfg.Mode != modes.WorkspaceWrite,
 	})
@@ -332,6 +336,7 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		// Other sessions' spill files are not the command's to change.
 		Protect: append(append([]string(nil), e.cfg.Protected...), e.spillDir),
 		Network: e.cfg.Network,
+		Limits:  e.cfg.Limits,
 		TempDir: lookupEnv(r.Env, "TMPDIR"),
 		// Neither / nor a home (the command's $HOME too) becomes writable.
 		AllowBroadWorkspace: e.cfg.AllowBroadWorkspace,

@@ -136,7 +136,7 @@ func (prep *preparation) close() {
 // path, when not "", is the file the runner executes (argv[0] is then only
 // the command's name). extra is the number of the command's extra files
 // (the runner's fds 4.., the command's 3..).
-func (prep *preparation) spec(userNS bool, path string, extra int) ([]byte, error) {
+func (prep *preparation) spec(userNS bool, path string, extra, nproc int) ([]byte, error) {
 	p := prep.policy
 	b := func(v bool) string {
 		if v {
@@ -158,6 +158,10 @@ func (prep *preparation) spec(userNS bool, path string, extra int) ([]byte, erro
 		{"why", prep.landlockErr},
 		{"path", path},
 		{"extra", strconv.Itoa(extra)},
+		// RLIMIT_NPROC, when no cgroup limits the command's pids (the
+		// runner sets it only in a user namespace of its own, see
+		// runner_linux.c).
+		{"nproc", strconv.Itoa(nproc)},
 	}
 	var plan []string
 	if confine && userNS {

@@ -20,6 +20,10 @@ type ProbeReport struct {
 	Seccomp    SeccompProbe         `json:"seccomp"`
 	Namespaces NamespaceProbe       `json:"namespaces"`
 	Modes      map[string]ModeProbe `json:"modes"`
+	// Limits is what enforces the default resource limits of a
+	// workspace-write command (LimitsCgroupV1, LimitsCgroupV2,
+	// LimitsRlimit, LimitsNone); each mode's own is in Modes.
+	Limits string `json:"limits"`
 	// Confined is true when both confined modes can run.
 	Confined bool `json:"confined"`
 }
@@ -53,6 +57,7 @@ type ModeProbe struct {
 	Enforcement string   `json:"enforcement"`
 	Layers      []string `json:"layers"`
 	Missing     []string `json:"missing"`
+	Limits      string   `json:"limits,omitempty"`
 	Reasons     []string `json:"reasons,omitempty"`
 	Error       string   `json:"error,omitempty"`
 }
@@ -106,8 +111,10 @@ func ProbeWith(o ProbeOptions) ProbeReport {
 			}
 		} else {
 			mp.Enforcement, mp.Layers, mp.Missing, mp.Reasons = res.Enforcement.Level, res.Enforcement.Layers, res.Enforcement.Missing, res.Enforcement.Reasons
+			mp.Limits = res.Enforcement.Limits
 			if m == modes.WorkspaceWrite {
 				r.Namespaces = namespaceProbe(res.Enforcement)
+				r.Limits = res.Enforcement.Limits
 			}
 		}
 		r.Modes[m.String()] = mp
@@ -148,6 +155,15 @@ func (r ProbeReport) WriteText(w io.Writer) {
 		fmt.Fprintf(w, " (%s)", n.Error)
 	}
 	fmt.Fprintln(w)
+	switch r.Limits {
+	case LimitsCgroupV1, LimitsCgroupV2:
+		fmt.Fprintf(w, "limits: %s (pids, memory+swap, cpu)\n", r.Limits)
+	case LimitsRlimit:
+		fmt.Fprintf(w, "limits: %s (pids only: RLIMIT_NPROC in the user namespace)\n", r.Limits)
+	case "":
+	default:
+		fmt.Fprintf(w, "limits: %s\n", r.Limits)
+	}
 	for _, m := range modes.All() {
 		mp := r.Modes[m.String()]
 		switch {

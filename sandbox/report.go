@@ -30,8 +30,10 @@ type Report struct {
 	Signal         string `json:"signal,omitempty"`
 	// TimedOut: dsh-sandbox-run's --timeout fired while the command ran
 	// (it was then terminated; it may still have exited 0).
-	TimedOut bool   `json:"timed_out"`
-	Error    string `json:"error,omitempty"`
+	TimedOut bool `json:"timed_out"`
+	// Usage is what the command used, where measured (a cgroup of its own).
+	Usage *Usage `json:"usage,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // NewReport builds the report of a run: from its result, or from the error
@@ -53,6 +55,7 @@ func NewReport(p modes.Policy, res *Result, err error) Report {
 		r.Denials = res.Denials
 	}
 	r.DenialsDropped = res.DenialsDropped
+	r.Usage = res.Usage
 	r.ExitCode = res.ExitCode
 	if res.Signal != 0 {
 		r.Signal = SignalName(res.Signal)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
 // options is the parsed command line.
@@ -26,17 +28,23 @@ type options struct {
 	timeoutMs  int64
 	// landlockABI caps the Landlock ABI (sandbox.Cmd.LandlockABI).
 	landlockABI int
-	setenv      []string
-	unsetenv    []string
-	keepEnv     []string
-	clearenv    bool
-	probe       bool
-	json        bool
-	help        bool
-	version     bool
-	args        []string
-	flags       *pflag.FlagSet // for --help
-	given       []string       // the flags given, for --probe's check
+	// limits are the command's resource limits: the defaults, with each
+	// --max-* flag given replacing its field (0: unlimited).
+	limits    modes.Limits
+	maxPids   int
+	maxMemory string
+	maxCPU    float64
+	setenv    []string
+	unsetenv  []string
+	keepEnv   []string
+	clearenv  bool
+	probe     bool
+	json      bool
+	help      bool
+	version   bool
+	args      []string
+	flags     *pflag.FlagSet // for --help
+	given     []string       // the flags given, for --probe's check
 }
 
 // maxTimeoutMs is the largest --timeout a time.Duration holds.
@@ -82,6 +90,9 @@ func parse(argv []string) (options, error) {
 	fs.StringArrayVar(&o.unsetenv, "unsetenv", nil, "remove `NAME` from the command's environment (repeatable)")
 	fs.StringArrayVar(&o.keepEnv, "keep-env", nil, "pass `NAME` through although it is scrubbed (or --clearenv; repeatable)")
 	fs.BoolVar(&o.clearenv, "clearenv", false, "start the command's environment empty (then --keep-env, --setenv)")
+	fs.IntVar(&o.maxPids, "max-pids", modes.DefaultPids, "at most `N` processes and threads at once (0: unlimited)")
+	fs.StringVar(&o.maxMemory, "max-memory", "50%", "at most `SIZE` bytes of memory+swap, e.g. 256M, 2G (K, M, G, T; 0: unlimited; default: half the RAM)")
+	fs.Float64Var(&o.maxCPU, "max-cpu", 0, "at most `CORES` of CPU time per second, e.g. 1.5 (0: unlimited)")
 	fs.IntVar(&o.landlockABI, "landlock-abi", 0, "use at most Landlock ABI `N` (confine as on an older kernel; 0: the kernel's)")
 	fs.BoolVar(&o.probe, "probe", false, "print what this host can enforce")
 	fs.BoolVar(&o.json, "json", false, "with --probe: print JSON")
@@ -103,6 +114,23 @@ func parse(argv []string) (options, error) {
 	o.args = fs.Args()
 	if o.landlockABI < 0 || (o.landlockABI == 0 && fs.Changed("landlock-abi")) {
 		return o, fmt.Errorf("usage error: --landlock-abi must be a Landlock ABI version (1 or more), got %d", o.landlockABI)
+	}
+	o.limits = modes.DefaultLimits()
+	if fs.Changed("max-pids") {
+		o.limits.MaxPids = o.maxPids
+	}
+	if fs.Changed("max-memory") {
+		n, err := modes.ParseSize(o.maxMemory)
+		if err != nil {
+			return o, fmt.Errorf("usage error: --max-memory: %w", err)
+		}
+		o.limits.MaxMemory = n
+	}
+	if fs.Changed("max-cpu") {
+		o.limits.MaxCPU = o.maxCPU
+	}
+	if err := o.limits.Validate(); err != nil {
+		return o, fmt.Errorf("usage error: --%w", err)
 	}
 	if o.probe {
 		for _, f := range o.given {

@@ -83,6 +83,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		DenyRead: o.denyRead, AllowRead: o.allowRead,
 		Network: o.network, TempDir: lookupEnv(env, "TMPDIR"),
 		AllowBroadWorkspace: o.allowBroad,
+		Limits:              &o.limits,
 		// The caller's home and the command's, besides Derive's own.
 		Homes: []string{lookupEnv(environ, "HOME"), lookupEnv(env, "HOME")},
 	})

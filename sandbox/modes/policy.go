@@ -50,6 +50,9 @@ type Options struct {
 	// Policy.DenyRead).
 	DenyRead  []string
 	AllowRead []string
+	// Limits are the command's resource limits: nil means DefaultLimits(),
+	// a zero field of a non-nil value means that resource is unlimited.
+	Limits *Limits
 }
 
 // Policy is a canonical, fully explicit sandbox policy. All paths are
@@ -66,6 +69,8 @@ type Policy struct {
 	// Options.AllowRead. Entries need not exist; the sandbox hides those
 	// that do. Empty in danger-full-access.
 	DenyRead []string `json:"deny_read"`
+	// Limits are the command's resource limits (every mode; 0: unlimited).
+	Limits Limits `json:"limits"`
 }
 
 // ErrWorkspace is wrapped by Derive when the workspace cannot be opened.
@@ -94,7 +99,13 @@ func Derive(o Options) (Policy, error) {
 	if err != nil {
 		return Policy{}, fmt.Errorf("%w: %w", ErrWorkspace, err)
 	}
-	p := Policy{Mode: o.Mode, Workspace: ws, Network: o.Network}
+	p := Policy{Mode: o.Mode, Workspace: ws, Network: o.Network, Limits: DefaultLimits()}
+	if o.Limits != nil {
+		p.Limits = *o.Limits
+	}
+	if err := p.Limits.Validate(); err != nil {
+		return Policy{}, err
+	}
 	if o.Mode == DangerFullAccess {
 		if len(o.DenyRead) > 0 || len(o.AllowRead) > 0 {
 			return Policy{}, fmt.Errorf("%w: danger-full-access hides nothing (deny-read and allow-read need a confined mode)", ErrDenyRead)

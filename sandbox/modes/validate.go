@@ -32,6 +32,9 @@ func (p Policy) Validate() error {
 	if !p.Mode.Valid() {
 		return bad("%v %d", ErrUnknownMode, int(p.Mode))
 	}
+	if err := p.Limits.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	}
 	if p.Mode == DangerFullAccess {
 		if len(p.DenyRead) > 0 {
 			return bad("danger-full-access with deny-read paths %q", p.DenyRead)

@@ -20,6 +20,11 @@ type Denial struct {
 	Count   int    `json:"count"`
 }
 
+// OpLimit is the op of a resource-limit fact: Address names the limit
+// ("memory", "pids"), Syscall what the kernel did ("oom-kill", "fork"),
+// Errno what the command saw ("SIGKILL", "EAGAIN"), Count how often.
+const OpLimit = "limit"
+
 // Target is the path or address, or the system call when it adds
 // information the op does not.
 func (d Denial) Target() string {
@@ -35,8 +40,12 @@ func (d Denial) Target() string {
 }
 
 // Line renders the denial as dsh-sandbox-run prints it (without the
-// "dsh-sandbox-run: " prefix): "denied <op> <target> (<mode> mode)".
+// "dsh-sandbox-run: " prefix): "denied <op> <target> (<mode> mode)", or for
+// a limit "limit <name> hit: <syscall> <errno> (<mode> mode)".
 func (d Denial) Line(m modes.Mode) string {
+	if d.Op == OpLimit {
+		return fmt.Sprintf("limit %s hit: %s %s (%s mode)", printable(d.Address), d.Syscall, d.Errno, m)
+	}
 	if t := d.Target(); t != "" {
 		return fmt.Sprintf("denied %s %s (%s mode)", d.Op, printable(t), m)
 	}
@@ -70,19 +79,25 @@ type Log struct {
 func NewLog() *Log { return &Log{byKey: map[string]*Denial{}} }
 
 // Add records one denied call.
-func (l *Log) Add(d Denial) {
+func (l *Log) Add(d Denial) { l.AddN(d, 1) }
+
+// AddN records n denied calls of one kind (a limit hit n times).
+func (l *Log) AddN(d Denial, n int) {
+	if n <= 0 {
+		return
+	}
 	key := d.Op + "\x00" + d.Path + "\x00" + d.Address
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e, ok := l.byKey[key]; ok {
-		e.Count++
+		e.Count += n
 		return
 	}
 	if len(l.order) >= MaxDenials {
-		l.dropped++
+		l.dropped += n
 		return
 	}
-	d.Count = 1
+	d.Count = n
 	l.byKey[key] = &d
 	l.order = append(l.order, key)
 }

@@ -37,6 +37,9 @@ type Layers struct {
 	Landlock  bool   `json:"landlock"`
 	Seccomp   bool   `json:"seccomp"`
 	Notify    bool   `json:"notify"`
+	// Nproc: the runner set RLIMIT_NPROC (spec option "nproc") for the
+	// command, in a user namespace of its own.
+	Nproc bool `json:"nproc"`
 	// CmdPid is the command's pid in the runner's pid namespace (the
 	// host's when the runner made none).
 	CmdPid int `json:"cmd_pid"`

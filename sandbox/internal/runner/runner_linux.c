@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
@@ -1016,6 +1017,15 @@ static void runner_main(char **argv) {
 	int ep[2], lp[2] = {-1, -1}, go[2] = {-1, -1};
 	if (pipe2(ep, O_CLOEXEC) < 0) fail_sys("pipe", errno);
 	if (confine && (pipe2(lp, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)) fail_sys("pipe", errno);
+	// Resource limit without a cgroup: RLIMIT_NPROC, which counts the
+	// processes of the real uid in this user namespace (ucounts, Linux
+	// 5.14), so per command only inside one the runner made; uid 0 is
+	// exempt from it. Set before the command's fork, inherited by all of it.
+	int nproc = 0;
+	if (opt("nproc") > 0 && ns_user && getuid() != 0) {
+		struct rlimit rl = {(rlim_t)opt("nproc"), (rlim_t)opt("nproc")};
+		nproc = setrlimit(RLIMIT_NPROC, &rl) == 0;
+	}
 	child = fork();
 	if (child < 0) fail_sys("fork", errno);
 	leader_unreaped = child > 0;
@@ -1079,9 +1089,9 @@ static void runner_main(char **argv) {
 #define B(x) ((x) ? "true" : "false")
 	snprintf(msg, sizeof msg,
 	         "{\"kind\":\"ready\",\"layers\":{\"user\":%s,\"mount\":%s,\"pid\":%s,\"net\":%s,\"ipc\":%s,\"uts\":%s,"
-	         "\"mount_view\":%s,\"fresh_proc\":%s,\"landlock\":%s,\"seccomp\":%s,\"notify\":%s,\"cmd_pid\":%d,\"ns_error\":",
+	         "\"mount_view\":%s,\"fresh_proc\":%s,\"landlock\":%s,\"seccomp\":%s,\"notify\":%s,\"nproc\":%s,\"cmd_pid\":%d,\"ns_error\":",
 	         B(ns_user), B(ns_mount), B(ns_pid), B(ns_net), B(ns_ipc), B(ns_uts), B(mount_view), B(fresh_proc), B(landlock),
-	         B(confine), B(notify), (int)child);
+	         B(confine), B(notify), B(nproc), (int)child);
 #undef B
 	json_str(msg, sizeof msg - 2, ns_error);
 	strcat(msg, "},\"detail\":");

@@ -1,0 +1,281 @@
+package limits
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/manager"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// Mechanisms that enforce limits.
+const (
+	CgroupV1 = "cgroup-v1"
+	CgroupV2 = "cgroup-v2"
+	Rlimit   = "rlimit" // RLIMIT_NPROC in the command's user namespace: pids only
+	None     = "none"
+)
+
+// Names of the limits, in Hit.Limit and the sandbox's missing names.
+const (
+	Pids   = "pids"
+	Memory = "memory"
+	CPU    = "cpu"
+)
+
+// cpuPeriod is the CFS period the CPU quota is a share of (100 ms).
+const cpuPeriod = 100000
+
+// killWait bounds the kill of what is left in a group, and its removal.
+const killWait = 2 * time.Second
+
+// v1Controllers are the cgroup v1 hierarchies a command's group joins.
+var v1Controllers = []string{"pids", "memory", "cpu", "cpuacct", "freezer"}
+
+// Group is one command's cgroup.
+type Group struct {
+	mgr    cgroups.Manager
+	v2     bool
+	dir    string // v2: the group; v1: the memory hierarchy's (for the events)
+	paths  map[string]string
+	limits modes.Limits
+	swap   bool // v1: the memory limit covers swap too (memsw)
+}
+
+// Usage is what a command used, as far as its mechanism measures it (nil:
+// unknown).
+type Usage struct {
+	PeakMemoryBytes *int64 `json:"peak_memory_bytes"`
+	CPUTimeMs       *int64 `json:"cpu_time_ms"`
+	PeakPids        *int64 `json:"peak_pids"`
+}
+
+// Hit is a limit the command ran into: Count times (OOM kills, refused forks).
+type Hit struct {
+	Limit string
+	Count int
+}
+
+// Create makes a cgroup named name for limits l: a child of this process's
+// own cgroup on v1 (one per controller), a sibling of it on v2 (the parent of
+// a process's cgroup is where a delegated subtree lets it create groups with
+// controllers). Its error means only that no group could be made.
+func Create(l modes.Limits, name string) (*Group, error) {
+	r := &cgroups.Resources{SkipDevices: true}
+	if l.MaxPids > 0 {
+		n := int64(l.MaxPids)
+		r.PidsLimit = &n
+	}
+	if l.MaxCPU > 0 {
+		r.CpuPeriod = cpuPeriod
+		r.CpuQuota = max(int64(l.MaxCPU*cpuPeriod), 1000)
+	}
+	g := &Group{limits: l, v2: cgroups.IsCgroup2UnifiedMode()}
+	cg := &cgroups.Cgroup{Name: name, Resources: r}
+	if g.v2 {
+		if l.MaxMemory > 0 {
+			r.Memory, r.MemorySwap = l.MaxMemory, l.MaxMemory
+		}
+		m, err := manager.New(cg)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup v2: %w", err)
+		}
+		// memory.swap.max becomes 0 where swap is accounted.
+		g.mgr, g.dir = m, m.Path("")
+	} else {
+		g.paths = map[string]string{}
+		for _, c := range v1Controllers {
+			own, err := cgroups.GetOwnCgroupPath(c)
+			if err != nil {
+				return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
+			}
+			g.paths[c] = filepath.Join(own, name)
+		}
+		if l.MaxMemory > 0 {
+			r.Memory = l.MaxMemory
+			// memory+swap, where the kernel accounts swap (swapaccount).
+			if cgroups.PathExists(filepath.Join(filepath.Dir(g.paths["memory"]), "memory.memsw.limit_in_bytes")) {
+				r.MemorySwap, g.swap = l.MaxMemory, true
+			}
+		}
+		m, err := manager.NewWithPaths(cg, g.paths)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup v1: %w", err)
+		}
+		g.mgr, g.dir = m, g.paths["memory"]
+	}
+	// Create the group (no pid yet), then set its limits.
+	if err := g.mgr.Apply(-1); err != nil {
+		g.mgr.Destroy()
+		return nil, fmt.Errorf("create cgroup %s: %w", name, err)
+	}
+	if err := g.mgr.Set(r); err != nil {
+		g.mgr.Destroy()
+		return nil, fmt.Errorf("set cgroup limits: %w", err)
+	}
+	return g, nil
+}
+
+// Mechanism is CgroupV1 or CgroupV2.
+func (g *Group) Mechanism() string {
+	if g.v2 {
+		return CgroupV2
+	}
+	return CgroupV1
+}
+
+// Limits are the limits the group enforces.
+func (g *Group) Limits() modes.Limits { return g.limits }
+
+// Add moves pid (a process that has not forked yet) into the group.
+func (g *Group) Add(pid int) error {
+	if err := g.mgr.Apply(pid); err != nil {
+		return fmt.Errorf("join cgroup: %w", err)
+	}
+	return nil
+}
+
+// Finish kills whatever is left in the group, reads what the command used
+// and which limits it hit, and removes the group. It is bounded in time.
+func (g *Group) Finish() (Usage, []Hit, error) {
+	kerr := g.kill()
+	u, hits := g.usage()
+	err := g.mgr.Destroy()
+	if err == nil {
+		err = kerr
+	}
+	if err != nil {
+		return u, hits, fmt.Errorf("remove cgroup: %w", err)
+	}
+	return u, hits, nil
+}
+
+// Close removes a group no command ran in (kills what may have joined).
+func (g *Group) Close() error {
+	_, _, err := g.Finish()
+	return err
+}
+
+// kill SIGKILLs every process left in the group until none is: cgroup.kill
+// on v2 (Linux 5.14), else frozen, killed and thawed, in rounds.
+func (g *Group) kill() error {
+	deadline := time.Now().Add(killWait)
+	if g.v2 {
+		if err := os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0); err == nil {
+			for time.Now().Before(deadline) {
+				if pids, err := g.mgr.GetAllPids(); err != nil || len(pids) == 0 {
+					return nil
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			return errors.New("processes left in the cgroup after cgroup.kill")
+		}
+	}
+	for time.Now().Before(deadline) {
+		pids, err := g.mgr.GetAllPids()
+		if err != nil {
+			return fmt.Errorf("cgroup pids: %w", err)
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		frozen := g.mgr.Freeze(cgroups.Frozen) == nil
+		if frozen {
+			// Frozen, nothing forks: this list is complete.
+			pids, _ = g.mgr.GetAllPids()
+		}
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		if frozen {
+			g.mgr.Freeze(cgroups.Thawed)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return errors.New("processes left in the cgroup after the kill")
+}
+
+// usage reads the group's counters: v1 memory.max_usage_in_bytes (memsw
+// where swap is accounted), cpuacct.usage, the memory OOM and pids events;
+// v2 memory.peak (5.19), cpu.stat, pids.peak, memory.events, pids.events.
+func (g *Group) usage() (Usage, []Hit) {
+	var u Usage
+	var hits []Hit
+	num := func(path string) *int64 {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return nil
+		}
+		return &v
+	}
+	hit := func(limit string, n int64) {
+		if n > 0 {
+			hits = append(hits, Hit{Limit: limit, Count: int(n)})
+		}
+	}
+	if g.v2 {
+		u.PeakMemoryBytes = num(filepath.Join(g.dir, "memory.peak"))
+		if v, ok := keyed(filepath.Join(g.dir, "cpu.stat"))["usage_usec"]; ok {
+			ms := v / 1000
+			u.CPUTimeMs = &ms
+		}
+		u.PeakPids = num(filepath.Join(g.dir, "pids.peak"))
+		if g.limits.MaxMemory > 0 {
+			hit(Memory, keyed(filepath.Join(g.dir, "memory.events"))["oom_kill"])
+		}
+		if g.limits.MaxPids > 0 {
+			hit(Pids, keyed(filepath.Join(g.dir, "pids.events"))["max"])
+		}
+		return u, hits
+	}
+	peak := "memory.max_usage_in_bytes"
+	if g.swap {
+		peak = "memory.memsw.max_usage_in_bytes"
+	}
+	u.PeakMemoryBytes = num(filepath.Join(g.paths["memory"], peak))
+	if ns := num(filepath.Join(g.paths["cpuacct"], "cpuacct.usage")); ns != nil {
+		ms := *ns / 1e6
+		u.CPUTimeMs = &ms
+	}
+	if g.limits.MaxMemory > 0 {
+		hit(Memory, keyed(filepath.Join(g.paths["memory"], "memory.oom_control"))["oom_kill"])
+	}
+	if g.limits.MaxPids > 0 {
+		hit(Pids, keyed(filepath.Join(g.paths["pids"], "pids.events"))["max"])
+	}
+	return u, hits
+}
+
+// keyed reads a flat keyed cgroup file ("key value" lines).
+func keyed(path string) map[string]int64 {
+	m := map[string]int64{}
+	f, err := os.Open(path)
+	if err != nil {
+		return m
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+			m[k] = n
+		}
+	}
+	return m
+}
