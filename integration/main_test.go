@@ -384,6 +384,7 @@ type Report struct {
 		Layers      []string `json:"layers"`
 		Missing     []string `json:"missing"`
 		LandlockABI int      `json:"landlock_abi"`
+		Limits      string   `json:"limits"`
 		Masked      []struct {
 			Path   string   `json:"path"`
 			Layers []string `json:"layers"`
@@ -393,6 +394,11 @@ type Report struct {
 	ExitCode *int     `json:"exit_code"`
 	Signal   string   `json:"signal"`
 	Error    string   `json:"error"`
+	Usage    *struct {
+		PeakMemoryBytes *int64 `json:"peak_memory_bytes"`
+		CPUTimeMs       *int64 `json:"cpu_time_ms"`
+		PeakPids        *int64 `json:"peak_pids"`
+	} `json:"usage"`
 }
 
 // Denial is one denial fact.

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,8 +38,23 @@ func newPidsCgroup(t *testing.T, id identity, max int) *pidsCgroup {
 	if err := os.Mkdir(c.dir, 0o755); err != nil {
 		t.Fatalf("pids cgroup: %v", err)
 	}
+	procsDir := c.dir
 	if base == "/sys/fs/cgroup" {
-		fd, err := syscall.Open(c.dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		// The CLI starts in a leaf of the test's group: a command's own
+		// cgroup (resource limits) is made next to the CLI's, inside the
+		// test's group and so under its pids.max, which needs the
+		// controllers in the group's subtree_control (and a group with
+		// processes cannot enable them).
+		for _, ctl := range []string{"+pids", "+memory", "+cpu"} {
+			_ = os.WriteFile("/sys/fs/cgroup/cgroup.subtree_control", []byte(ctl), 0)
+			_ = os.WriteFile(filepath.Join(c.dir, "cgroup.subtree_control"), []byte(ctl), 0)
+		}
+		procsDir = filepath.Join(c.dir, "cli")
+		if err := os.Mkdir(procsDir, 0o755); err != nil {
+			os.Remove(c.dir)
+			t.Fatalf("pids cgroup: %v", err)
+		}
+		fd, err := syscall.Open(procsDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 		if err != nil {
 			os.Remove(c.dir)
 			t.Fatalf("pids cgroup: %v", err)
@@ -50,7 +66,7 @@ func newPidsCgroup(t *testing.T, id identity, max int) *pidsCgroup {
 		os.Remove(c.dir)
 		t.Fatalf("pids cgroup: pids.max: %v", err)
 	}
-	if err := os.Chown(filepath.Join(c.dir, "cgroup.procs"), int(id.uid), int(id.gid)); err != nil {
+	if err := os.Chown(filepath.Join(procsDir, "cgroup.procs"), int(id.uid), int(id.gid)); err != nil {
 		os.Remove(c.dir)
 		t.Fatalf("pids cgroup: %v", err)
 	}
@@ -66,23 +82,49 @@ func newPidsCgroup(t *testing.T, id identity, max int) *pidsCgroup {
 				syscall.Kill(p, syscall.SIGKILL)
 			}
 		}
-		if err := os.Remove(c.dir); err != nil {
-			t.Errorf("pids cgroup %s: %v", c.dir, err)
+		// Groups below (the CLI's leaf, a command's group left by a
+		// SIGKILLed CLI), deepest first.
+		dirs := c.dirs()
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := os.Remove(dirs[i]); err != nil {
+				t.Errorf("pids cgroup %s: %v", dirs[i], err)
+			}
 		}
 	})
 	return c
 }
 
+// dirs is the group and every group below it, parents first.
+func (c *pidsCgroup) dirs() []string {
+	out := []string{c.dir}
+	for i := 0; i < len(out); i++ {
+		ents, _ := os.ReadDir(out[i])
+		for _, e := range ents {
+			if e.IsDir() {
+				out = append(out, filepath.Join(out[i], e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// procs lists the processes in the group and in every group below it (a
+// command's own cgroup, made by the sandbox for its resource limits).
 func (c *pidsCgroup) procs(t *testing.T) []int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs"))
-	if err != nil {
-		t.Fatalf("pids cgroup: %v", err)
-	}
 	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if p, err := strconv.Atoi(f); err == nil {
-			out = append(out, p)
+	for _, d := range c.dirs() {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			if d != c.dir && errors.Is(err, os.ErrNotExist) {
+				continue // removed meanwhile
+			}
+			t.Fatalf("pids cgroup: %v", err)
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				out = append(out, p)
+			}
 		}
 	}
 	return out

@@ -40,6 +40,11 @@ mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm || fail "tmpfs /dev/shm"
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /newroot/dev/pts || fail "devpts"
 mount -t cgroup2 cgroup2 /newroot/sys/fs/cgroup || echo "vm-init: no cgroup2" >/dev/console
+# the controllers enabled for the root's children, as systemd does on a real host: commands get
+# resource limits from a cgroup of their own (sandbox/internal/limits)
+for c in pids memory cpu; do
+  echo "+$c" >/newroot/sys/fs/cgroup/cgroup.subtree_control || echo "vm-init: no cgroup2 $c controller" >/dev/console
+done
 # what udev and systemd give every real host: /dev/fd, /dev/std{in,out,err}
 ln -s /proc/self/fd /newroot/dev/fd
 ln -s /proc/self/fd/0 /newroot/dev/stdin
