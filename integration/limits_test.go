@@ -35,6 +35,15 @@ func withoutLimits(missing []string) []string {
 	return out
 }
 
+// confinedLevel is level as the confinement layers alone make it: "full"
+// for a "partial" whose missing names are all resource limits.
+func confinedLevel(level string, missing []string) string {
+	if level == "partial" && len(withoutLimits(missing)) == 0 {
+		return "full"
+	}
+	return level
+}
+
 // expectLimits checks the report's limit mechanism and missing names for
 // id: root gets a cgroup (v1 or v2); an unprivileged user a cgroup only in
 // a delegated subtree, else RLIMIT_NPROC (pids) in its user namespace. The
