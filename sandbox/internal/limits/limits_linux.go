@@ -165,6 +165,16 @@ func (g *Group) Close() error {
 	return err
 }
 
+// allPids lists the processes in the group (on v1 in its pids hierarchy:
+// the library's manager reads the devices one, which a group of ours has
+// not joined).
+func (g *Group) allPids() ([]int, error) {
+	if g.v2 {
+		return cgroups.GetAllPids(g.dir)
+	}
+	return cgroups.GetAllPids(g.paths["pids"])
+}
+
 // kill SIGKILLs every process left in the group until none is: cgroup.kill
 // on v2 (Linux 5.14), else frozen, killed and thawed, in rounds.
 func (g *Group) kill() error {
@@ -172,7 +182,7 @@ func (g *Group) kill() error {
 	if g.v2 {
 		if err := os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0); err == nil {
 			for time.Now().Before(deadline) {
-				if pids, err := g.mgr.GetAllPids(); err != nil || len(pids) == 0 {
+				if pids, err := g.allPids(); err != nil || len(pids) == 0 {
 					return nil
 				}
 				time.Sleep(5 * time.Millisecond)
@@ -180,24 +190,24 @@ func (g *Group) kill() error {
 			return errors.New("processes left in the cgroup after cgroup.kill")
 		}
 	}
+	// v1: the freezer state is written, never waited for (a dying task
+	// does not freeze); once frozen, nothing forks and a round finds all.
+	freezer := filepath.Join(g.paths["freezer"], "freezer.state")
 	for time.Now().Before(deadline) {
-		pids, err := g.mgr.GetAllPids()
+		pids, err := g.allPids()
 		if err != nil {
 			return fmt.Errorf("cgroup pids: %w", err)
 		}
 		if len(pids) == 0 {
 			return nil
 		}
-		frozen := g.mgr.Freeze(cgroups.Frozen) == nil
-		if frozen {
-			// Frozen, nothing forks: this list is complete.
-			pids, _ = g.mgr.GetAllPids()
-		}
+		frozen := os.WriteFile(freezer, []byte(cgroups.Frozen), 0) == nil
 		for _, p := range pids {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
 		if frozen {
-			g.mgr.Freeze(cgroups.Thawed)
+			// Killed tasks die once thawed.
+			os.WriteFile(freezer, []byte(cgroups.Thawed), 0)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -1,0 +1,82 @@
+package limits
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// A group made here limits what joins it, reports its usage and the limits
+// hit, kills what is left and is removed. Real cgroups: root only.
+func TestGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("!!! creating a cgroup needs root here: test NOT RUN (integration/limits_test.go covers the fallback)")
+	}
+	g, err := Create(modes.Limits{MaxPids: 8, MaxMemory: 64 << 20, MaxCPU: 0.5}, "dsh-unit-"+time.Now().Format("150405.000000"))
+	if err != nil {
+		t.Fatalf("Create as root: %v", err)
+	}
+	// A shell whose subshell tries 20 sleepers (and dies at the first
+	// failed fork): at most 8 tasks fit.
+	sh := exec.Command("/bin/sh", "-c", `read x; (i=0; while [ $i -lt 20 ]; do sleep 30 & i=$((i+1)); done) 2>/dev/null; exec sleep 30`)
+	in, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Add(sh.Process.Pid); err != nil {
+		sh.Process.Kill()
+		g.Close()
+		t.Fatalf("Add: %v", err)
+	}
+	in.Write([]byte("go\n"))
+	deadline := time.Now().Add(5 * time.Second)
+	var pids []int
+	for time.Now().Before(deadline) {
+		if pids, _ = g.allPids(); len(pids) >= 7 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if pids, _ = g.allPids(); len(pids) > 8 {
+		t.Errorf("%d tasks in a group limited to 8", len(pids))
+	}
+	u, hits, err := g.Finish()
+	if err != nil {
+		t.Errorf("Finish: %v", err)
+	}
+	sh.Wait()
+	if ws, ok := sh.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("the shell ended %v, want killed by Finish", sh.ProcessState)
+	}
+	for _, p := range pids {
+		if syscall.Kill(p, 0) == nil {
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline"); len(b) > 0 {
+				t.Errorf("pid %d (%q) survived Finish", p, b)
+			}
+		}
+	}
+	if u.PeakMemoryBytes == nil || *u.PeakMemoryBytes <= 0 || u.CPUTimeMs == nil {
+		t.Errorf("usage = %+v, want peak memory and CPU time", u)
+	}
+	found := false
+	for _, h := range hits {
+		if h.Limit == Pids && h.Count > 0 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("hits = %+v, want the pids limit", hits)
+	}
+	if g.mgr.Exists() {
+		t.Errorf("the group still exists after Finish: %v", g.mgr.GetPaths())
+	}
+}
