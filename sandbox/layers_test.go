@@ -23,6 +23,7 @@ func TestImportsGoDown(t *testing.T) {
 		"sandbox/internal/runner":     1,
 		"sandbox/internal/supervisor": 1,
 		"sandbox/internal/gitaudit":   1,
+		"sandbox/internal/limits":     1,
 		"sandbox/internal/resolve":    2,
 		"sandbox/internal/proc":       2,
 		"sandbox/internal/facts":      2,
