@@ -91,7 +91,7 @@ func parse(argv []string) (options, error) {
 	fs.StringArrayVar(&o.keepEnv, "keep-env", nil, "pass `NAME` through although it is scrubbed (or --clearenv; repeatable)")
 	fs.BoolVar(&o.clearenv, "clearenv", false, "start the command's environment empty (then --keep-env, --setenv)")
 	fs.IntVar(&o.maxPids, "max-pids", modes.DefaultPids, "at most `N` processes and threads at once (0: unlimited)")
-	fs.StringVar(&o.maxMemory, "max-memory", "50%", "at most `SIZE` bytes of memory+swap, e.g. 256M, 2G (K, M, G, T; 0: unlimited; default: half the RAM)")
+	fs.StringVar(&o.maxMemory, "max-memory", "", "at most `SIZE` bytes of memory+swap, e.g. 256M, 2G (K, M, G, T; 0: unlimited; default: half the RAM)")
 	fs.Float64Var(&o.maxCPU, "max-cpu", 0, "at most `CORES` of CPU time per second, e.g. 1.5 (0: unlimited)")
 	fs.IntVar(&o.landlockABI, "landlock-abi", 0, "use at most Landlock ABI `N` (confine as on an older kernel; 0: the kernel's)")
 	fs.BoolVar(&o.probe, "probe", false, "print what this host can enforce")
@@ -130,7 +130,7 @@ func parse(argv []string) (options, error) {
 		o.limits.MaxCPU = o.maxCPU
 	}
 	if err := o.limits.Validate(); err != nil {
-		return o, fmt.Errorf("usage error: --%w", err)
+		return o, fmt.Errorf("usage error: --max-*: %w", err)
 	}
 	if o.probe {
 		for _, f := range o.given {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
 func TestParse(t *testing.T) {
@@ -35,6 +37,14 @@ func TestParse(t *testing.T) {
 		{"--landlock-abi 0", []string{"--landlock-abi", "0", "--", "true"}, nil, "--landlock-abi must be a Landlock ABI version (1 or more), got 0"},
 		{"--landlock-abi negative", []string{"--landlock-abi", "-1", "--", "true"}, nil, "--landlock-abi must be"},
 		{"--landlock-abi not a number", []string{"--landlock-abi", "six", "--", "true"}, nil, "--landlock-abi"},
+		{"--max-memory", []string{"--max-memory", "256M", "--max-pids", "50", "--max-cpu", "1.5", "--", "true"}, []string{"true"}, ""},
+		{"--max-memory 0", []string{"--max-memory", "0", "--", "true"}, []string{"true"}, ""},
+		{"--max-memory bad", []string{"--max-memory", "lots", "--", "true"}, nil, `--max-memory: invalid resource limit: size "lots"`},
+		{"--max-memory negative", []string{"--max-memory", "-1G", "--", "true"}, nil, "--max-memory"},
+		{"--max-pids negative", []string{"--max-pids", "-1", "--", "true"}, nil, "max-pids must not be negative, got -1"},
+		{"--max-cpu negative", []string{"--max-cpu", "-2", "--", "true"}, nil, "max-cpu must be a non-negative number of cores"},
+		{"--max-cpu not a number", []string{"--max-cpu", "all", "--", "true"}, nil, "--max-cpu"},
+		{"--probe with a limit", []string{"--probe", "--max-pids", "5"}, nil, "--probe takes only --json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parse(tc.argv)
@@ -52,6 +62,15 @@ func TestParse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"/a,b", "/c"}, o.allowWrite)
 	assert.Equal(t, int64(1500), o.timeout().Milliseconds())
+	o, err = parse([]string{"--max-memory", "256M", "--max-cpu", "0.5", "--", "x"})
+	require.NoError(t, err)
+	assert.Equal(t, modes.Limits{MaxPids: modes.DefaultPids, MaxMemory: 256 << 20, MaxCPU: 0.5}, o.limits, "flags given replace their field, the rest are defaults")
+	o, err = parse([]string{"--max-pids", "0", "--max-memory", "0", "--", "x"})
+	require.NoError(t, err)
+	assert.Equal(t, modes.Limits{}, o.limits, "0 is unlimited")
+	o, err = parse([]string{"--", "x"})
+	require.NoError(t, err)
+	assert.Equal(t, modes.DefaultLimits(), o.limits)
 	o, err = parse([]string{"--landlock-abi", "4", "--", "x"})
 	require.NoError(t, err)
 	assert.Equal(t, 4, o.landlockABI)
