@@ -304,3 +304,31 @@ func TestLimitsBuildsUnderDefaults(t *testing.T) {
 		})
 	})
 }
+
+// --max-cpu 0.5: a busy loop of 3 s gets about half of it, where a cgroup
+// enforces it (the usage says so); elsewhere cpu-limit is missing.
+func TestLimitsCPU(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.workspace(t)
+		r := id.run(t, runOpts{
+			Flags: sandboxFlags("read-only", ws, "--max-cpu", "0.5"),
+			Argv:  []string{"timeout", "3", "bash", "-c", "while :; do :; done"},
+			Dir:   ws, Timeout: time.Minute,
+		})
+		requireExit(t, r, 124)
+		rep := requireReport(t, r)
+		if mech := expectLimits(t, id, rep, true, true, true); mech == "rlimit" {
+			return
+		}
+		if rep.Usage == nil || rep.Usage.CPUTimeMs == nil {
+			t.Fatalf("usage = %+v, want the CPU time", rep.Usage)
+		}
+		// 3 s at half a core: 1.5 s; the quota's 100 ms periods and the
+		// shell's start allow some slack, a full core (3 s) is far off.
+		if ms := *rep.Usage.CPUTimeMs; ms > 2000 || ms < 500 {
+			t.Errorf("cpu time = %d ms in 3 s under --max-cpu 0.5, want about 1500", ms)
+		} else {
+			t.Logf("cpu time %d ms in 3 s under --max-cpu 0.5", ms)
+		}
+	})
+}
