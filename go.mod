@@ -7,7 +7,10 @@ require (
 	golang.org/x/sys v0.50.0
 )
 
-require github.com/spf13/pflag v1.1.0
+require (
+	github.com/opencontainers/cgroups v0.1.0
+	github.com/spf13/pflag v1.1.0
+)
 
 require (
 	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
@@ -15,7 +18,6 @@ require (
 	github.com/godbus/dbus/v5 v5.1.0 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/moby/sys/userns v0.1.0 // indirect
-	github.com/opencontainers/cgroups v0.1.0 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 )
 

@@ -332,3 +332,19 @@ func TestLimitsCPU(t *testing.T) {
 		}
 	})
 }
+
+// Without a pid namespace, a bomb whose every process leaves its group and
+// session (the known gap of "Killing the tree without a pid namespace") is
+// ended by the command's cgroup: at the timeout, Cmd.Kill kills the group
+// at once and nothing survives. Only a cgroup closes it (root here).
+func TestLimitsEscapingBombWithoutPidNS(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		if !id.isRoot() {
+			t.Skip("!!! without a cgroup (an unprivileged user here) the gap remains (docs/DESIGN.md): test NOT RUN for " + id.name)
+		}
+		degradedNoUserNS.need(t, id)
+		for _, how := range []string{"timeout", "main exits"} {
+			t.Run(how, func(t *testing.T) { forkBomb(t, id, "workspace-write", how, true, degradedNoUserNS.wrap()) })
+		}
+	})
+}

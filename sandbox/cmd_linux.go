@@ -500,6 +500,12 @@ func (c *Cmd) Kill() error {
 	c.killMu.Lock()
 	c.killed = true
 	c.killMu.Unlock()
+	if c.group != nil {
+		// Everything in the command's cgroup at once (cgroup.kill, or
+		// frozen and killed on v1): a bomb that left its group and
+		// session is not left to the tree walk.
+		c.group.Kill()
+	}
 	c.tree.Kill()
 	return nil
 }

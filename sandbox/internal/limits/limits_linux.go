@@ -175,6 +175,10 @@ func (g *Group) allPids() ([]int, error) {
 	return cgroups.GetAllPids(g.paths["pids"])
 }
 
+// Kill SIGKILLs every process in the group, the command's helpers
+// included, until none is left (at most 2 s); the group stays for Finish.
+func (g *Group) Kill() error { return g.kill() }
+
 // kill SIGKILLs every process left in the group until none is: cgroup.kill
 // on v2 (Linux 5.14), else frozen, killed and thawed, in rounds.
 func (g *Group) kill() error {
