@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
 // Resource limits (docs/DESIGN.md, "Resource limits"): a cgroup of the
@@ -347,4 +350,45 @@ func TestLimitsEscapingBombWithoutPidNS(t *testing.T) {
 			t.Run(how, func(t *testing.T) { forkBomb(t, id, "workspace-write", how, true, degradedNoUserNS.wrap()) })
 		}
 	})
+}
+
+// The executor (in process, as the test process's identity): Config.Limits
+// reach the command; an OOM kill is a SIGKILL result with the memory limit
+// fact and usage, and is not "denied" (no file-access marker).
+func TestLimitsExecutor(t *testing.T) {
+	e := newTestExecutor(t, sandbox.Config{Mode: modes.ReadOnly, Limits: &modes.Limits{MaxPids: 100, MaxMemory: 256 << 20}})
+	res, err := e.Run(context.Background(), sandbox.Request{Command: `/usr/bin/python3 -c 'b = bytearray(4 << 30)'`})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	f := res.Sandbox
+	switch f.Enforcement.Limits {
+	case sandbox.LimitsCgroupV1, sandbox.LimitsCgroupV2:
+	default:
+		if os.Geteuid() == 0 {
+			t.Fatalf("root got limits by %q, want a cgroup", f.Enforcement.Limits)
+		}
+		if !slices.Contains(f.Enforcement.Missing, sandbox.MissingMemoryLimit) {
+			t.Errorf("no cgroup (%q) and memory-limit not missing: %v", f.Enforcement.Limits, f.Enforcement.Missing)
+		}
+		return
+	}
+	if res.ExitCode != 137 || res.Signal != "SIGKILL" {
+		t.Errorf("exit %d signal %q, want 137 SIGKILL", res.ExitCode, res.Signal)
+	}
+	if f.Denied {
+		t.Errorf("an OOM kill made the result denied: %v", f.Denials)
+	}
+	found := false
+	for _, d := range f.Denials {
+		if d.Op == "limit" && d.Address == "memory" && d.Errno == "SIGKILL" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("denials = %v, want the memory limit fact", f.Denials)
+	}
+	if f.Usage == nil || f.Usage.PeakMemoryBytes == nil || *f.Usage.PeakMemoryBytes > 257<<20 {
+		t.Errorf("usage = %+v, want a peak memory at most the limit", f.Usage)
+	}
 }

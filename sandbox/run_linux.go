@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -44,7 +46,8 @@ type RunResult struct {
 type Facts struct {
 	// Mode is the mode the command actually ran under.
 	Mode modes.Mode `json:"mode"`
-	// Denied is true iff the supervisor recorded a denial.
+	// Denied is true iff the supervisor recorded a denial (a resource
+	// limit hit, op "limit", is not one).
 	Denied bool `json:"denied"`
 	// Denials are the denials, in first-seen order (at most MaxDenials).
 	Denials []Denial `json:"denials"`
@@ -54,6 +57,9 @@ type Facts struct {
 	// Enforcement is how the command was confined (level none for
 	// danger-full-access).
 	Enforcement Enforcement `json:"enforcement"`
+	// Usage is what the command used, where a cgroup of its own measured
+	// it (absent otherwise); limits it hit are Denials with op "limit".
+	Usage *Usage `json:"usage,omitempty"`
 	// RunnerFailed: the runner was lost after the command started (killed
 	// from outside, or it failed); RunnerFailure says why. The command's
 	// session was killed; ExitCode is the runner's death signal, or 125
@@ -368,8 +374,11 @@ func (j *job) supervise(timer *time.Timer) {
 		if res.Denials != nil {
 			out.Sandbox.Denials = res.Denials
 		}
-		out.Sandbox.Denied = len(res.Denials) > 0
+		// A resource limit the command hit is a fact, not a denial of
+		// access: it does not make the result "denied".
+		out.Sandbox.Denied = slices.ContainsFunc(res.Denials, func(d Denial) bool { return d.Op != facts.OpLimit })
 		out.Sandbox.DenialsDropped = res.DenialsDropped
+		out.Sandbox.Usage = res.Usage
 	}
 	if out.Sandbox.Enforcement.Level == "" {
 		out.Sandbox.Enforcement = j.cmd.enf
