@@ -113,6 +113,7 @@ func Create(l modes.Limits, name string) (*Group, error) {
 		}
 		g.mgr, g.dir = m, g.paths["memory"]
 	}
+	g.sweep(name)
 	// Create the group (no pid yet), then set its limits.
 	if err := g.mgr.Apply(-1); err != nil {
 		g.mgr.Destroy()
@@ -123,6 +124,40 @@ func Create(l modes.Limits, name string) (*Group, error) {
 		return nil, fmt.Errorf("set cgroup limits: %w", err)
 	}
 	return g, nil
+}
+
+// staleAge is how old an empty group must be before sweep removes it: a
+// group is joined milliseconds after its creation.
+const staleAge = time.Minute
+
+// sweep removes the empty groups of earlier commands next to the group
+// name will be — left by a supervisor killed (SIGKILL) before it could
+// remove its own. Names share name's prefix up to its last "-"; a group
+// with processes cannot be removed (EBUSY), and a young one is left alone.
+func (g *Group) sweep(name string) {
+	prefix := name[:strings.LastIndexByte(name, '-')+1]
+	var dirs []string
+	if g.v2 {
+		dirs = []string{filepath.Dir(g.dir)}
+	} else {
+		for _, p := range g.paths {
+			dirs = append(dirs, filepath.Dir(p))
+		}
+	}
+	for _, d := range dirs {
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), prefix) || e.Name() == name {
+				continue
+			}
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleAge {
+				os.Remove(filepath.Join(d, e.Name()))
+			}
+		}
+	}
 }
 
 // Mechanism is CgroupV1 or CgroupV2.
