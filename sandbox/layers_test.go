@@ -22,7 +22,7 @@ func TestImportsGoDown(t *testing.T) {
 		"sandbox":                     0,
 		"sandbox/internal/runner":     1,
 		"sandbox/internal/supervisor": 1,
-		"sandbox/internal/gitaudit":   1,
+		"sandbox/internal/audit":      1,
 		"sandbox/internal/resolve":    2,
 		"sandbox/internal/proc":       2,
 		"sandbox/internal/facts":      2,
