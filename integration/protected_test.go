@@ -133,3 +133,38 @@ func requireNoQuarantine(t *testing.T, dir string) {
 		return nil
 	})
 }
+
+// TestProtectedRaceSetAside: the supervisor's pre-denial of a missing
+// protected path is raceable — one thread flips the path between the check
+// and the kernel's own read (integration/internal/racer wins this within
+// milliseconds here) — and the post-run audit closes that gap: whatever the
+// racer planted at .envrc is set aside after the run, and reported, in
+// every host configuration with a supervisor. (Should the supervisor ever
+// stop being raceable, the "won" requirement below fails: then this test
+// must change, not be skipped.)
+func TestProtectedRaceSetAside(t *testing.T) {
+	if racerErr != nil {
+		t.Fatalf("integration/internal/racer did not build: %v", racerErr)
+	}
+	for _, cfg := range gitConfigs() {
+		t.Run(cfg.name, func(t *testing.T) {
+			forEachIdentity(t, func(t *testing.T, id identity) {
+				cfg.need(t, id)
+				ws := id.workspace(t)
+				r := id.run(t, runOpts{
+					Flags: sandboxFlags("workspace-write", ws),
+					Wrap:  cfg.wrap(),
+					Argv:  []string{racerBin, ".envrc", "decoy_", "20"},
+					Dir:   ws,
+				})
+				requireExit(t, r, 0)
+				if strings.TrimSpace(r.Stdout) != "won" {
+					t.Fatalf("the racer did not plant .envrc (%v)", r)
+				}
+				requireAbsent(t, filepath.Join(ws, ".envrc"))
+				requireContent(t, filepath.Join(ws, ".envrc.dsh-quarantined"), "planted\n")
+				requireDenial(t, r, "workspace-write", "protected-path", filepath.Join(ws, ".envrc"))
+			})
+		})
+	}
+}
