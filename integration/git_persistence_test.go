@@ -206,12 +206,7 @@ func TestGitWorksInFreshWorkspace(t *testing.T) {
 					t.Errorf("the clone lost its origin")
 				}
 				requireContent(t, filepath.Join(nested, ".git/hooks/pre-commit"), "#!/bin/sh\ntrue\n")
-				_ = filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error {
-					if strings.Contains(filepath.Base(p), ".dsh-quarantined") {
-						t.Errorf("quarantined: %s", p)
-					}
-					return nil
-				})
+				requireNoQuarantine(t, ws)
 			})
 		})
 	}

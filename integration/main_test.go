@@ -55,6 +55,8 @@ var (
 	helperErr  error  // why the degrade helper could not be built
 	rawcmdBin  string // integration/internal/rawcmd
 	rawcmdErr  error  // why it could not be built
+	racerBin   string // integration/internal/racer
+	racerErr   error  // why it could not be built
 )
 
 func TestMain(m *testing.M) {
@@ -110,6 +112,9 @@ func runMain(m *testing.M) int {
 	}
 	if rawcmdBin, rawcmdErr = build("rawcmd", "./integration/internal/rawcmd"); rawcmdErr != nil {
 		fmt.Fprintln(os.Stderr, "integration: build of integration/internal/rawcmd failed:\n", rawcmdErr)
+	}
+	if racerBin, racerErr = build("racer", "./integration/internal/racer"); racerErr != nil {
+		fmt.Fprintln(os.Stderr, "integration: build of integration/internal/racer failed:\n", racerErr)
 	}
 	return m.Run()
 }

@@ -18,8 +18,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/audit"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/gitaudit"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/limits"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/supervisor"
@@ -112,22 +112,25 @@ type Cmd struct {
 	ctrl     *os.File
 	facts    *facts.Log
 	notifier *supervisor.Notifier
-	git      []*gitaudit.Audit // the git control entries at the start
-	group    *limits.Group     // the command's cgroup (resource limits), or nil
+	audits   []*audit.Audit // the git control and protected entries at the start
+	group    *limits.Group  // the command's cgroup (resource limits), or nil
 	usage    *Usage
-	noAudit  bool // the probe's `true` changes nothing: no git audit
-	enf      Enforcement
-	done     chan struct{}
-	exited   chan struct{} // closed once the runner reported the command's status
-	exit     *runner.Msg
-	lost     error
-	pidNS    bool // the command runs in the runner's pid namespace
-	cmdPid   int  // the command's pid as the runner sees it
-	killMu   sync.Mutex
-	killed   bool // Kill was called
-	waitOnce sync.Once
-	result   *Result
-	waitErr  error
+	noAudit  bool // the probe's `true` changes nothing: no audit
+	// auditSkip are protected paths the sandbox itself writes while the
+	// command runs (an executor's spill directory): not audited.
+	auditSkip []string
+	enf       Enforcement
+	done      chan struct{}
+	exited    chan struct{} // closed once the runner reported the command's status
+	exit      *runner.Msg
+	lost      error
+	pidNS     bool // the command runs in the runner's pid namespace
+	cmdPid    int  // the command's pid as the runner sees it
+	killMu    sync.Mutex
+	killed    bool // Kill was called
+	waitOnce  sync.Once
+	result    *Result
+	waitErr   error
 }
 
 // Run starts c and waits for it.
@@ -178,9 +181,9 @@ func (c *Cmd) Start() error {
 	defer prep.close()
 	c.prep = prep
 	if c.noAudit {
-		c.git = nil
-	} else if c.git, err = gitaudit.Start(c.Policy); err != nil {
-		if re := resourceError("audit git", err); re != nil {
+		c.audits = nil
+	} else if c.audits, err = audit.Start(c.Policy, c.auditSkip); err != nil {
+		if re := resourceError("audit the writable roots", err); re != nil {
 			return re
 		}
 		return &SetupError{Detail: err.Error()}
@@ -430,7 +433,7 @@ func (c *Cmd) monitor() {
 		c.notifier.Finish(runner.LostWait)
 	}
 	// Every process of the command is gone: nothing races the audit.
-	gitaudit.Finish(c.git, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
+	audit.Finish(c.audits, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
 	c.tree.Close()
 }
 

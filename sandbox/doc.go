@@ -56,8 +56,8 @@
 // sandbox/internal/resolve (paths and memory of a notified process),
 // sandbox/internal/proc (/proc/PID/stat, pidfd liveness),
 // sandbox/internal/facts ([Denial] and the fact log) and
-// sandbox/internal/gitaudit (the post-run git audit). Calls go one way, down:
-// sandbox, then runner, supervisor and gitaudit, then resolve, proc, facts and
+// sandbox/internal/audit (the post-run audit of git control entries and protected paths). Calls go one way, down:
+// sandbox, then runner, supervisor and audit, then resolve, proc, facts and
 // mountplan, then sandbox/landlock, sandbox/seccomp and sandbox/modes.
 //
 // docs/DESIGN.md has the threat model and the layer-by-layer coverage.

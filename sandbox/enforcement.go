@@ -33,10 +33,11 @@ const (
 // Guarantees that a host may be unable to give; they appear in
 // Enforcement.Missing.
 const (
-	// No mount view and no Landlock rules leaving every protected path out
-	// of the writable roots (those are made only without user
-	// notification): protected paths inside the writable roots are guarded
-	// only by the supervisor's (raceable) pre-denial.
+	// No mount view and no Landlock rules leaving every existing protected
+	// path out of the writable roots (those are made only without user
+	// notification): while the command runs, protected paths inside the
+	// writable roots are guarded only by the supervisor's (raceable)
+	// pre-denial; what it changed there is undone by the post-run audit.
 	MissingProtectedPaths = "protected-paths"
 	// No mount view: Landlock does not cover chmod, chown, utimes and xattr
 	// changes on files outside the writable roots.

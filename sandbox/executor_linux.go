@@ -41,9 +41,12 @@ type Config struct {
 	// WritableRoots are extra directories writable under workspace-write.
 	WritableRoots []string
 	// Protected are extra paths kept read-only inside the writable roots
-	// (absolute, or relative to the workspace); .git/hooks and .git/config
-	// always are.
+	// (absolute, or relative to the workspace), besides modes.ProtectedNames
+	// and git's control files (modes.DefaultProtected).
 	Protected []string
+	// Unprotect takes names out of modes.ProtectedNames, as
+	// modes.Options.Unprotect.
+	Unprotect []string
 	// Network lets confined commands use the network.
 	Network bool
 	// DenyRead and AllowRead change the deny-read set of the confined
@@ -144,7 +147,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	// The workspace and extra roots must be usable now: derive once.
 	probe, err := modes.Derive(modes.Options{
 		Mode: modes.WorkspaceWrite, Workspace: cfg.Workspace, AllowWrite: cfg.WritableRoots, Protect: cfg.Protected,
-		DenyRead: cfg.DenyRead, AllowRead: cfg.AllowRead, Limits: cfg.Limits,
+		Unprotect: cfg.Unprotect, DenyRead: cfg.DenyRead, AllowRead: cfg.AllowRead, Limits: cfg.Limits,
 		// A broad workspace only matters where it would be writable.
 		AllowBroadWorkspace: cfg.AllowBroadWorkspace || cfg.Mode != modes.WorkspaceWrite,
 	})
@@ -334,10 +337,11 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		Workspace:  base,
 		AllowWrite: e.cfg.WritableRoots,
 		// Other sessions' spill files are not the command's to change.
-		Protect: append(append([]string(nil), e.cfg.Protected...), e.spillDir),
-		Network: e.cfg.Network,
-		Limits:  e.cfg.Limits,
-		TempDir: lookupEnv(r.Env, "TMPDIR"),
+		Protect:   append(append([]string(nil), e.cfg.Protected...), e.spillDir),
+		Unprotect: e.cfg.Unprotect,
+		Network:   e.cfg.Network,
+		Limits:    e.cfg.Limits,
+		TempDir:   lookupEnv(r.Env, "TMPDIR"),
 		// Neither / nor a home (the command's $HOME too) becomes writable.
 		AllowBroadWorkspace: e.cfg.AllowBroadWorkspace,
 		Homes:               []string{lookupEnv(r.Env, "HOME")},

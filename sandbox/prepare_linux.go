@@ -31,8 +31,8 @@ type preparation struct {
 	bpf         []byte
 	filter      seccomp.Spec // what bpf was built from
 	notify      bool
-	// carved: the ruleset leaves every protected path out of every write
-	// right (landlock.Options.CarveProtected).
+	// carved: the ruleset leaves every protected path that exists out of
+	// every write right (landlock.Options.CarveProtected).
 	carved bool
 	// masks are the deny-read paths the mount view hides (those that
 	// exist), llMasks those the ruleset leaves out of every read right.
@@ -75,7 +75,7 @@ func prepare(p modes.Policy, maxABI int) (*preparation, error) {
 			return nil, err
 		}
 		prep.abi, prep.ruleset = abi, rs
-		prep.carved = carve && len(landlock.Carved(p)) == len(p.Protected)
+		prep.carved = carve && len(landlock.Carved(p)) == existing(p.Protected)
 		prep.llMasks = landlock.Masked(p)
 	}
 	prep.masks = mountplan.Masks(p)
@@ -249,4 +249,15 @@ func pidfdGetfdSupported() bool {
 	}
 	unix.Close(fd)
 	return true
+}
+
+// existing counts the paths that name a directory entry.
+func existing(paths []string) int {
+	n := 0
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -210,6 +210,8 @@ func (j *job) start() error {
 		Stderr:     errW,
 		ExtraFiles: extra,
 		Runner:     j.e.cfg.Runner,
+		// The executor writes its spill files there during the run.
+		auditSkip: []string{j.e.spillDir},
 	}
 	if !j.r.Mode.Confines() {
 		// No sandbox runner: the process-tree keeper is this very binary

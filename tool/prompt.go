@@ -40,11 +40,14 @@ func (b *Bash) PolicyContext(c call.Context) string {
 	switch m {
 	case modes.ReadOnly:
 		return fmt.Sprintf("Sandbox: bash commands in this session run in read-only mode (workspace: %s). "+
-			"They can read files anywhere but cannot write any (only to /dev/null and terminals); %s.", ws, net)
+			"They can read files anywhere except credentials (~/.ssh, ~/.aws, tokens, shell histories) "+
+			"but cannot write any (only to /dev/null and terminals); %s.", ws, net)
 	case modes.WorkspaceWrite:
 		return fmt.Sprintf("Sandbox: bash commands in this session run in workspace-write mode (workspace: %s). "+
-			"They can read files anywhere and write inside the workspace and the temp directories (/tmp, $TMPDIR), "+
-			"except .git/hooks and .git/config; %s.", ws, net)
+			"They can read files anywhere except credentials (~/.ssh, ~/.aws, tokens, shell histories) "+
+			"and write inside the workspace and the temp directories (/tmp, $TMPDIR), "+
+			"except .git/hooks, .git/config and the workspace's editor, agent and shell config "+
+			"(.vscode, .idea, .claude, .mcp.json, .envrc, .bashrc, ...); %s.", ws, net)
 	default:
 		return fmt.Sprintf("Sandbox: bash commands in this session run in danger-full-access mode (workspace: %s): "+
 			"no sandbox, full access to files and the network.", ws)

@@ -1,7 +1,8 @@
 // Command dsh-sandbox-run runs a command confined by a dsh-sandbox mode.
 //
 //	dsh-sandbox-run [--mode read-only|workspace-write|danger-full-access] [--workspace DIR]
-//	                [--allow-write DIR]... [--protect PATH]... [--network]
+//	                [--allow-write DIR]... [--protect PATH]... [--unprotect NAME]... [--network]
+//	                [--deny-read PATH]... [--allow-read PATH]...
 //	                [--allow-broad-workspace] [--timeout MS] [--landlock-abi N]
 //	                [--setenv NAME=VALUE]... [--unsetenv NAME]... [--keep-env NAME]... [--clearenv]
 //	                [--report FILE] [--quiet] -- COMMAND [ARG...]

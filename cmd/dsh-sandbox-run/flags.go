@@ -19,6 +19,7 @@ type options struct {
 	workspace  string
 	allowWrite []string
 	protect    []string
+	unprotect  []string
 	denyRead   []string
 	allowRead  []string
 	network    bool
@@ -79,6 +80,7 @@ func parse(argv []string) (options, error) {
 	fs.StringVar(&o.workspace, "workspace", "", "the workspace `DIR`, writable under workspace-write (default: the current directory)")
 	fs.StringArrayVar(&o.allowWrite, "allow-write", nil, "an extra writable `DIR` (workspace-write; repeatable)")
 	fs.StringArrayVar(&o.protect, "protect", nil, "a `PATH` kept read-only inside the writable roots (workspace-write; repeatable)")
+	fs.StringArrayVar(&o.unprotect, "unprotect", nil, "make `NAME`, one of the default protected names (.vscode, .envrc, ...), writable (workspace-write; repeatable)")
 	fs.StringArrayVar(&o.denyRead, "deny-read", nil, "an absolute `PATH` the command cannot read, besides the default secrets (confined modes; repeatable)")
 	fs.StringArrayVar(&o.allowRead, "allow-read", nil, "make an absolute `PATH` of the deny-read set, or under one of its entries, readable (confined modes; repeatable)")
 	fs.BoolVar(&o.network, "network", false, "allow the network")

@@ -68,8 +68,8 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failReport(modes.Policy{}, fmt.Errorf("usage error: --mode: %w", err))
 	}
-	if mode != modes.WorkspaceWrite && (len(o.allowWrite) > 0 || len(o.protect) > 0) {
-		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --allow-write and --protect need --mode workspace-write"))
+	if mode != modes.WorkspaceWrite && (len(o.allowWrite) > 0 || len(o.protect) > 0 || len(o.unprotect) > 0) {
+		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --allow-write, --protect and --unprotect need --mode workspace-write"))
 	}
 	if !mode.Confines() && (len(o.denyRead) > 0 || len(o.allowRead) > 0) {
 		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --deny-read and --allow-read need a confined mode (danger-full-access hides nothing)"))
@@ -80,7 +80,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	}
 	policy, err := modes.Derive(modes.Options{
 		Mode: mode, Workspace: o.workspace, AllowWrite: o.allowWrite, Protect: o.protect,
-		DenyRead: o.denyRead, AllowRead: o.allowRead,
+		Unprotect: o.unprotect, DenyRead: o.denyRead, AllowRead: o.allowRead,
 		Network: o.network, TempDir: lookupEnv(env, "TMPDIR"),
 		AllowBroadWorkspace: o.allowBroad,
 		Limits:              &o.limits,

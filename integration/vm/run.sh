@@ -102,6 +102,7 @@ log "building the test binaries on the host ($run/bin)"
   CGO_ENABLED=1 "$GO" build -o "$run/bin/harness" ./integration/internal/harness
   CGO_ENABLED=1 "$GO" build -o "$run/bin/toolrepl" ./examples/toolrepl
   CGO_ENABLED=1 "$GO" build -o "$run/bin/rawcmd" ./integration/internal/rawcmd
+  CGO_ENABLED=0 "$GO" build -o "$run/bin/racer" ./integration/internal/racer
 ) || die "building the test binaries failed"
 [ -s "$run/packages" ] || die "PKGS=$PKGS: no package with tests"
 chmod 0755 "$run/bin"/*

@@ -17,9 +17,10 @@ import (
 const anyWrite = fsWrite &^ unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
 
 // TestCarveProtected: with CarveProtected no rule with a write right covers
-// a protected path in the workspace, existing or not, nor any directory on
-// the way down to it; every other entry along the way keeps every right.
-// Protected paths outside the workspace are not carved.
+// an existing protected path in the workspace, nor any directory on the way
+// down to it; every other entry along the way keeps every right. Protected
+// paths outside the workspace, and those that do not exist (which would
+// cost their directory every new entry), are not carved.
 func TestCarveProtected(t *testing.T) {
 	root := t.TempDir()
 	ws := filepath.Join(root, "ws")
@@ -34,7 +35,7 @@ func TestCarveProtected(t *testing.T) {
 	missing := filepath.Join(ws, "sub/.git/hooks") // its parents do not exist
 	p := modes.Policy{Mode: modes.WorkspaceWrite, Workspace: ws, WritableRoots: []string{root},
 		Protected: []string{filepath.Join(ws, ".git/hooks"), filepath.Join(ws, ".git/config"), missing, spill}}
-	assert.ElementsMatch(t, []string{filepath.Join(ws, ".git/hooks"), filepath.Join(ws, ".git/config"), missing}, Carved(p))
+	assert.ElementsMatch(t, []string{filepath.Join(ws, ".git/hooks"), filepath.Join(ws, ".git/config")}, Carved(p))
 
 	got := map[string]uint64{}
 	for _, r := range ForABIWith(p, 7, Options{CarveProtected: true}).rules {

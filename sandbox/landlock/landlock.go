@@ -121,20 +121,30 @@ type Options struct {
 }
 
 // Carved returns the protected paths of p that CarveProtected leaves out of
-// every write right: those in the workspace. Others (an executor's spill
-// directory in /tmp) are not carved: /tmp would lose its own entries, and
-// so every temporary file and heredoc.
+// every write right: those in the workspace that exist (as anything, a
+// dangling link included). Others are not carved: one in /tmp (an
+// executor's spill directory) would cost /tmp its own entries, and so every
+// temporary file and heredoc; one that does not exist would cost its
+// directory every new entry — the workspace every new top-level file for a
+// missing .envrc — so those are left to the supervisor's pre-denial and the
+// post-run audit.
 func Carved(p modes.Policy) []string {
 	if p.Mode != modes.WorkspaceWrite {
 		return nil
 	}
 	var out []string
 	for _, pp := range p.Protected {
-		if modes.Within(pp, p.Workspace) && pp != p.Workspace {
+		if modes.Within(pp, p.Workspace) && pp != p.Workspace && exists(pp) {
 			out = append(out, pp)
 		}
 	}
 	return out
+}
+
+// exists reports whether there is a directory entry at path.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // Masked returns the deny-read paths of p that the ruleset leaves out of

@@ -66,7 +66,8 @@ func TestDeriveRefusesBroadDirectories(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.True(t, p.Writable(filepath.Join(tc.path, ".bashrc")), "the override makes it writable")
+			assert.True(t, p.Writable(filepath.Join(tc.path, "notes.txt")), "the override makes it writable")
+			assert.False(t, p.Writable(filepath.Join(tc.path, ".bashrc")), "but not its protected names")
 			require.NoError(t, p.Validate())
 
 			for _, m := range []Mode{ReadOnly, DangerFullAccess} {

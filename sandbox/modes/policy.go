@@ -20,10 +20,10 @@ func TerminalDevices() []string { return []string{"/dev/tty", "/dev/ptmx", "/dev
 
 // DefaultProtected returns the workspace-relative paths that stay read-only
 // inside the writable roots when the workspace is a repository at the start,
-// whatever Options.Protect adds: the control files of its git directory that
-// git executes or follows. The rest of every repository in the workspace (and
-// these, where the workspace is not a repository yet) is covered by the
-// sandbox's post-run git audit.
+// besides ProtectedNames and whatever Options.Protect adds: the control files
+// of its git directory that git executes or follows. The rest of every
+// repository in the workspace (and these, where the workspace is not a
+// repository yet) is covered by the sandbox's post-run audit.
 func DefaultProtected() []string {
 	return []string{".git/hooks", ".git/config", ".git/config.worktree", ".git/commondir", ".git/objects/info/alternates"}
 }
@@ -34,8 +34,11 @@ type Options struct {
 	Workspace  string   // default: the current directory
 	AllowWrite []string // extra writable roots (workspace-write only); must exist
 	Protect    []string // extra protected paths, absolute or workspace-relative
-	Network    bool
-	TempDir    string // $TMPDIR, writable under workspace-write when it exists
+	// Unprotect takes names out of ProtectedNames (ErrUnprotect for any
+	// other path).
+	Unprotect []string
+	Network   bool
+	TempDir   string // $TMPDIR, writable under workspace-write when it exists
 	// AllowBroadWorkspace lets the workspace and the AllowWrite roots be
 	// the root directory, a home directory or an ancestor of one
 	// (ErrBroadWorkspace otherwise). A broad TempDir is always refused.
@@ -160,7 +163,11 @@ func Derive(o Options) (Policy, error) {
 	}
 	p.WritableRoots = minimalRoots(roots)
 
-	var prot []string
+	names, err := protectedNames(o.Unprotect)
+	if err != nil {
+		return Policy{}, err
+	}
+	prot := namedProtected(p, names)
 	for _, rel := range DefaultProtected() {
 		prot = append(prot, gitProtected(ws, rel)...)
 	}

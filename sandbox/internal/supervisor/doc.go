@@ -32,6 +32,6 @@
 //     against the notification (or its pidfd) before it is trusted, so a
 //     reused pid never hands it another process.
 //
-// The git audit is not here (sandbox/internal/gitaudit): it handles no
+// The git audit is not here (sandbox/internal/audit): it handles no
 // notification and runs only while no process of the command lives.
 package supervisor

@@ -1,6 +1,6 @@
 //go:build linux
 
-package gitaudit
+package audit
 
 import (
 	"os"
@@ -40,7 +40,7 @@ func TestWalkGitFindsEveryRepository(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(outside, "r"), filepath.Join(root, "link")))
 
 	var found []string
-	require.NoError(t, walkGit(root, func(_ *os.Root, c gitControl, _ gitStamp) { found = append(found, c.rel) }))
+	require.NoError(t, walkGit(root, func(_ *os.Root, c gitControl, _ stamp) { found = append(found, c.rel) }))
 	deepGit := strings.TrimSuffix(deep, "/hooks")
 	for _, want := range []string{".git/config", ".git/hooks", ".git/hooks/pre-commit", deepGit + "/config", deep, deep + "/post-checkout", "sub/.git"} {
 		assert.Contains(t, found, want)

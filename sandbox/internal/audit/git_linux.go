@@ -1,21 +1,17 @@
 //go:build linux
 
-package gitaudit
+package audit
 
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"os"
 	"path"
-	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -47,141 +43,8 @@ const (
 	gitPointer                 // commondir, objects/info/alternates, a .git file or link: never changed
 )
 
-// gitStamp identifies an entry's content: a change of any field is a change.
-type gitStamp struct {
-	dev, ino, size uint64
-	mode           uint32
-	mtime, ctime   syscall.Timespec
-}
-
-// Audit is the state of one audited root at the start.
-type Audit struct {
-	root   string
-	before map[string]gitStamp
-	// held are the protected paths in root that existed at the start as
-	// files or directories (not symlinks): with a mount view (or a
-	// carved Landlock ruleset) the kernel kept them read-only, so nothing
-	// of the command changed them, and a change found there is the host's
-	// own (the user's git, during the run) — not quarantined.
-	held []string
-}
-
-// auditedRoots are the roots whose repositories the audit covers: the
-// workspace and every writable root except the shared scratch ones (/tmp,
-// /dev/shm), which are not the user's repositories.
-func auditedRoots(p modes.Policy) []string {
-	if p.Mode != modes.WorkspaceWrite {
-		return nil
-	}
-	roots := []string{p.Workspace}
-	for _, r := range p.WritableRoots {
-		if modes.Within(p.Workspace, r) {
-			roots[0] = r // a root that holds the workspace covers it
-			continue
-		}
-		if r == "/tmp" || r == "/dev/shm" || modes.Within(r, p.Workspace) {
-			continue
-		}
-		roots = append(roots, r)
-	}
-	if roots[0] == "/tmp" || roots[0] == "/dev/shm" {
-		roots[0] = p.Workspace
-	}
-	return roots
-}
-
-// Start records the control entries of every audited root. It must
-// run before the command starts.
-func Start(p modes.Policy) ([]*Audit, error) {
-	var out []*Audit
-	for _, r := range auditedRoots(p) {
-		a := &Audit{root: r, before: map[string]gitStamp{}}
-		for _, pp := range p.Protected {
-			if fi, err := os.Lstat(pp); err == nil && fi.Mode()&os.ModeSymlink == 0 && modes.Within(pp, r) {
-				a.held = append(a.held, pp)
-			}
-		}
-		err := walkGit(r, func(root *os.Root, c gitControl, st gitStamp) {
-			a.before[c.rel] = st
-		})
-		if err != nil {
-			return nil, fmt.Errorf("git audit: %s: %w", r, err)
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-// Finish neutralizes what changed, recording each entry it neutralized in
-// denials. Every process of the command must
-// be gone. kernelHeld says the protected paths were read-only in the kernel
-// for the whole run (a complete mount view, or a carved Landlock ruleset).
-func Finish(audits []*Audit, denials *facts.Log, kernelHeld bool) {
-	for _, a := range audits {
-		var bad []gitControl
-		err := walkGit(a.root, func(root *os.Root, c gitControl, st gitStamp) {
-			if old, ok := a.before[c.rel]; ok && old == st {
-				return
-			}
-			if kernelHeld && a.holds(filepath.Join(a.root, c.rel)) {
-				return
-			}
-			if !gitInert(root, c, st) {
-				bad = append(bad, c)
-			}
-		})
-		if err != nil {
-			// The root itself is gone or unreadable: nothing there for
-			// git to run, but say so.
-			denials.Add(facts.Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EIO"})
-			continue
-		}
-		root, err := os.OpenRoot(a.root)
-		if err != nil {
-			continue
-		}
-		for _, c := range bad {
-			denials.Add(facts.Denial{Op: "git-control", Path: filepath.Join(a.root, c.rel), Syscall: "post-run", Errno: quarantine(root, c.rel)})
-		}
-		root.Close()
-	}
-}
-
-// holds reports whether path lies in a protected path that existed at the
-// start.
-func (a *Audit) holds(path string) bool {
-	for _, h := range a.held {
-		if modes.Within(path, h) {
-			return true
-		}
-	}
-	return false
-}
-
-// quarantine renames rel aside, or removes it when it cannot be renamed,
-// and returns the errno recorded with the fact.
-func quarantine(root *os.Root, rel string) string {
-	for i := 0; i < 100; i++ {
-		dst := rel + ".dsh-quarantined"
-		if i > 0 {
-			dst += "." + strconv.Itoa(i)
-		}
-		if _, err := root.Lstat(dst); err == nil {
-			continue
-		}
-		if root.Rename(rel, dst) == nil {
-			return "EPERM"
-		}
-		break
-	}
-	if err := root.RemoveAll(rel); err != nil {
-		return "EIO" // left in place: the denial says so
-	}
-	return "EPERM"
-}
-
 // gitInert reports whether a new or changed control entry is harmless.
-func gitInert(root *os.Root, c gitControl, st gitStamp) bool {
+func gitInert(root *os.Root, c gitControl, st stamp) bool {
 	switch c.kind {
 	case gitHooksDir:
 		return st.mode&syscall.S_IFMT == syscall.S_IFDIR
@@ -208,7 +71,7 @@ func gitInert(root *os.Root, c gitControl, st gitStamp) bool {
 // directory), and every .git that is not a directory (a gitfile or a link).
 // It never descends through a symlink, nor into a git directory's data,
 // only into its modules and worktrees.
-func walkGit(rootPath string, visit func(*os.Root, gitControl, gitStamp)) error {
+func walkGit(rootPath string, visit func(*os.Root, gitControl, stamp)) error {
 	root, err := os.OpenRoot(rootPath)
 	if err != nil {
 		return err
@@ -231,7 +94,7 @@ func walkGit(rootPath string, visit func(*os.Root, gitControl, gitStamp)) error 
 // descriptors.
 type gitWalk struct {
 	root  *os.Root
-	visit func(*os.Root, gitControl, gitStamp)
+	visit func(*os.Root, gitControl, stamp)
 	buf   []byte
 }
 
@@ -243,16 +106,12 @@ type dirent struct {
 	isDir bool
 }
 
-func (w *gitWalk) stamp(rel string) (gitStamp, bool) {
+func (w *gitWalk) stamp(rel string) (stamp, bool) {
 	fi, err := w.root.Lstat(rel)
 	if err != nil {
-		return gitStamp{}, false
+		return stamp{}, false
 	}
-	s, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return gitStamp{}, false
-	}
-	return gitStamp{dev: s.Dev, ino: s.Ino, size: uint64(s.Size), mode: s.Mode, mtime: s.Mtim, ctime: s.Ctim}, true
+	return stampOf(fi)
 }
 
 func (w *gitWalk) entry(rel string, kind gitKind) {
