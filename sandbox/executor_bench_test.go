@@ -234,23 +234,11 @@ func benchOutputSize(b *testing.B) int64 {
 	if s == "" {
 		return 1 << 30
 	}
-	mult := int64(1)
-	switch strings.ToUpper(s[len(s)-1:]) {
-	case "K":
-		mult = 1 << 10
-	case "M":
-		mult = 1 << 20
-	case "G":
-		mult = 1 << 30
-	}
-	if mult != 1 {
-		s = s[:len(s)-1]
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	n, err := modes.ParseSize(s)
 	if err != nil || n <= 0 {
 		b.Fatalf("DSH_BENCH_OUTPUT_BYTES=%q: want a positive size such as 1G, 256M or 1048576", os.Getenv("DSH_BENCH_OUTPUT_BYTES"))
 	}
-	return n * mult
+	return n
 }
 
 // benchProcKB reads a "Name:  N kB" field of /proc/<pid>/status (pid 0:
