@@ -218,8 +218,10 @@ func TestLimitsMemory(t *testing.T) {
 		}
 		began := time.Now()
 		r := id.run(t, runOpts{
-			Flags:   sandboxFlags("read-only", ws, "--max-memory", "256M"),
-			Argv:    []string{py, "-c", "b = bytearray(4 << 30); print('allocated')"},
+			Flags: sandboxFlags("read-only", ws, "--max-memory", "256M"),
+			// 4 GiB in 64 MiB pieces, each touched: one 4 GiB request would be refused by the
+			// kernel's overcommit heuristic on a small machine (a 2 GiB VM) before the cgroup is reached.
+			Argv:    []string{py, "-c", "b = [bytearray(64 << 20) for _ in range(64)]; print('allocated')"},
 			Dir:     ws,
 			Timeout: 2 * time.Minute,
 		})
@@ -357,7 +359,7 @@ func TestLimitsEscapingBombWithoutPidNS(t *testing.T) {
 // fact and usage, and is not "denied" (no file-access marker).
 func TestLimitsExecutor(t *testing.T) {
 	e := newTestExecutor(t, sandbox.Config{Mode: modes.ReadOnly, Limits: &modes.Limits{MaxPids: 100, MaxMemory: 256 << 20}})
-	res, err := e.Run(context.Background(), sandbox.Request{Command: `/usr/bin/python3 -c 'b = bytearray(4 << 30)'`})
+	res, err := e.Run(context.Background(), sandbox.Request{Command: `/usr/bin/python3 -c 'b = [bytearray(64 << 20) for _ in range(64)]'`})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
