@@ -1,0 +1,28 @@
+// Package egress is the supervisor-side egress proxy: it lets a sandboxed
+// command reach only the destinations its session's Policy allows.
+//
+// The sandbox hands the Proxy one net.Listener per sandboxed command (Serve)
+// and points HTTP_PROXY, HTTPS_PROXY and ALL_PROXY at it. One port serves two
+// protocols: a connection whose first byte is 0x05 speaks SOCKS5 (RFC 1928,
+// no authentication, CONNECT only, remote DNS); any other speaks the HTTP
+// proxy protocol (CONNECT tunnels and absolute-form plain HTTP requests,
+// served by net/http). Forward relays a listener to one fixed loopback
+// service without any policy or protocol.
+//
+// Every destination goes through the same checks, in this order: the host
+// name (or IP literal) must be allowed by Policy.AllowsName; a name is then
+// resolved by the proxy, and every address it resolves to (or the literal
+// itself) must be a public unicast address unless Policy.AllowsIP allows it
+// explicitly; the refused addresses are dropped and the others dialed in
+// order. The proxy dials the checked netip address, never the name again,
+// so a second DNS answer cannot rebind an allowed name to a private address.
+// A refusal is a 403 (HTTP) or reply 0x02 (SOCKS5) whose text names the
+// destination, the reason and the --allow-domain option that would allow
+// it, and is reported once to Session.OnDeny.
+//
+// Tunnels relay the raw connections with io.Copy, so TCP to TCP uses
+// splice(2), and pass half-closes on. Nothing waits forever on a client:
+// handshakes have a read deadline, and Served.Close closes every listener
+// and connection (client and upstream) before it waits for the goroutines.
+// The package has no global state.
+package egress

@@ -1,0 +1,552 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Policy decides which destinations a session may reach; modes.Allowlist
+// implements it. Host names arrive lowercased without a trailing dot, IP
+// literals in their netip string form.
+type Policy interface {
+	// AllowsName reports whether the host the client asked for (a name or
+	// an IP literal) may be reached, and when not, why: "not in the
+	// allowlist" or "denied by --deny-domain".
+	AllowsName(host string) (ok bool, why string)
+	// AllowsIP reports whether ip was allowed explicitly (by an IP or CIDR
+	// pattern): only then may a destination resolve to, or be, a non-public
+	// address.
+	AllowsIP(ip netip.Addr) bool
+}
+
+// Denial is one refused destination, reported to the session's OnDeny.
+type Denial struct {
+	Host   string // as the client asked (a normalised name or IP literal)
+	Port   int
+	Reason string // e.g. "not in the allowlist", "denied by --deny-domain", "resolves to a private address 10.0.0.1", "not a public address"
+	Proto  string // "http", "connect" or "socks5"
+}
+
+// Address is Host:Port, an IPv6 host in brackets (net.JoinHostPort).
+func (d Denial) Address() string {
+	return net.JoinHostPort(d.Host, strconv.Itoa(d.Port))
+}
+
+// message is the one line a refusal answers with (the HTTP body).
+func (d Denial) message(mode string) string {
+	why := d.Reason
+	if mode != "" {
+		why = mode + ", " + why
+	}
+	return "dsh-sandbox: connect to " + d.Address() + " denied (" + why + "); allow it with --allow-domain " + d.Host + "\n"
+}
+
+// Config configures a Proxy. The zero value resolves with
+// net.DefaultResolver and dials with a net.Dialer.
+type Config struct {
+	// Resolve resolves a host name; nil uses
+	// net.DefaultResolver.LookupNetIP(ctx, "ip", host). Tests pin names to
+	// loopback addresses with it.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Dial connects to a resolved address ("ip:port", or the fixed address
+	// of Forward); nil uses a net.Dialer with DialTimeout. The context
+	// bounds the dial only, never the connection it returns.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// DialTimeout bounds one resolution and each dial attempt; 0 means 30 s.
+	DialTimeout time.Duration
+}
+
+const (
+	defaultDialTimeout = 30 * time.Second
+	// handshakeTimeout bounds the first byte, the SOCKS5 handshake and
+	// each HTTP request's headers.
+	handshakeTimeout = 30 * time.Second
+	// idleTimeout closes a plain-HTTP keep-alive connection left idle.
+	idleTimeout = 2 * time.Minute
+)
+
+// Proxy is the egress proxy. It has no global state and is safe for
+// concurrent use; one Proxy serves any number of sessions.
+type Proxy struct {
+	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial    func(ctx context.Context, network, address string) (net.Conn, error)
+	timeout time.Duration
+
+	mu     sync.Mutex
+	closed bool
+	served map[*Served]struct{}
+	srv    *http.Server // started with the first HTTP connection
+
+	httpq chan *clientConn // connections handed to srv
+	done  chan struct{}    // closed by Close: srv's listener fails
+	wg    sync.WaitGroup   // srv.Serve
+}
+
+// New returns a Proxy using cfg.
+func New(cfg Config) *Proxy {
+	p := &Proxy{
+		resolve: cfg.Resolve,
+		dial:    cfg.Dial,
+		timeout: cfg.DialTimeout,
+		served:  make(map[*Served]struct{}),
+		httpq:   make(chan *clientConn),
+		done:    make(chan struct{}),
+	}
+	if p.timeout <= 0 {
+		p.timeout = defaultDialTimeout
+	}
+	if p.resolve == nil {
+		p.resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}
+	}
+	if p.dial == nil {
+		d := &net.Dialer{Timeout: p.timeout}
+		p.dial = d.DialContext
+	}
+	return p
+}
+
+// Session is what one sandboxed command's connections are served under.
+type Session struct {
+	// Policy decides the destinations; it must not be nil for Serve and
+	// ServeConn.
+	Policy Policy
+	// OnDeny may be nil; it is called once per refused request, from any
+	// goroutine.
+	OnDeny func(Denial)
+	// Mode names the sandbox mode in refusal texts, before the reason:
+	// "denied (workspace-write mode, not in the allowlist)". Empty leaves
+	// it out.
+	Mode string
+}
+
+// Serve accepts connections from l (one sandboxed command's listener) in
+// the background, under session s, until the returned Served is closed or
+// l fails. Each connection speaks SOCKS5 or the HTTP proxy protocol.
+func (p *Proxy) Serve(l net.Listener, s Session) *Served {
+	sv := p.newServed(l, s)
+	sv.startAccept(sv.serveClient)
+	return sv
+}
+
+// ServeConn serves one already-accepted connection under s (for a sandbox
+// that accepts on a shared listener and attributes the peer itself). It
+// returns at once; Close closes the connection.
+func (p *Proxy) ServeConn(c net.Conn, s Session) {
+	sv := p.newServed(nil, s)
+	sv.oneConn = true
+	cc, ok := sv.track(c)
+	if !ok {
+		c.Close()
+		sv.Close()
+		return
+	}
+	go sv.serveClient(cc)
+}
+
+// Forward accepts from l and relays each connection byte for byte to the
+// fixed address to (a loopback service such as a development database: no
+// policy check, no protocol), until the returned Served is closed or l
+// fails. s is kept for symmetry; its Policy may be nil.
+func (p *Proxy) Forward(l net.Listener, to netip.AddrPort, s Session) *Served {
+	sv := p.newServed(l, s)
+	sv.startAccept(func(c *clientConn) { sv.forwardConn(c, to) })
+	return sv
+}
+
+// Close closes every listener and connection of every Served and waits for
+// their goroutines. Serve, ServeConn and Forward after Close close what
+// they are given at once.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.done)
+	}
+	all := make([]*Served, 0, len(p.served))
+	for sv := range p.served {
+		all = append(all, sv)
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, sv := range all {
+		errs = append(errs, sv.Close())
+	}
+	p.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (p *Proxy) newServed(l net.Listener, s Session) *Served {
+	ctx, cancel := context.WithCancel(context.Background())
+	sv := &Served{
+		p:        p,
+		l:        l,
+		s:        s,
+		ctx:      ctx,
+		cancel:   cancel,
+		conns:    make(map[net.Conn]struct{}),
+		upstream: make(map[net.Conn]struct{}),
+	}
+	p.mu.Lock()
+	closed := p.closed
+	if !closed {
+		p.served[sv] = struct{}{}
+	}
+	p.mu.Unlock()
+	if closed {
+		sv.Close()
+	}
+	return sv
+}
+
+func (p *Proxy) forget(sv *Served) {
+	p.mu.Lock()
+	delete(p.served, sv)
+	p.mu.Unlock()
+}
+
+// handoff gives an HTTP connection to the Proxy's http.Server, starting it
+// the first time; false when the proxy or c's Served is closing (c is then
+// the caller's to release).
+func (p *Proxy) handoff(c *clientConn) bool {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false
+	}
+	if p.srv == nil {
+		p.srv = &http.Server{
+			Handler:           http.HandlerFunc(serveHTTP),
+			ReadHeaderTimeout: handshakeTimeout,
+			IdleTimeout:       idleTimeout,
+			ErrorLog:          log.New(io.Discard, "", 0),
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				return context.WithValue(ctx, connKey{}, c.(*clientConn))
+			},
+			ConnState: func(c net.Conn, st http.ConnState) {
+				if st == http.StateClosed {
+					c.(*clientConn).release()
+				}
+			},
+		}
+		p.wg.Add(1)
+		go func(srv *http.Server) {
+			defer p.wg.Done()
+			srv.Serve(queueListener{p})
+		}(p.srv)
+	}
+	p.mu.Unlock()
+	select {
+	case p.httpq <- c:
+		return true
+	case <-p.done:
+	case <-c.sv.ctx.Done():
+	}
+	return false
+}
+
+// queueListener is the http.Server's listener: it accepts what handoff
+// queues, until the Proxy is closed.
+type queueListener struct{ p *Proxy }
+
+func (q queueListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.p.httpq:
+		return c, nil
+	case <-q.p.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q queueListener) Close() error { return nil }
+
+func (q queueListener) Addr() net.Addr { return queueAddr{} }
+
+type queueAddr struct{}
+
+func (queueAddr) Network() string { return "egress" }
+func (queueAddr) String() string  { return "egress" }
+
+type connKey struct{}
+
+// Served is one Serve, Forward or ServeConn call.
+type Served struct {
+	p       *Proxy
+	l       net.Listener // nil for ServeConn
+	s       Session
+	oneConn bool // ServeConn: closes itself when its connection ends
+
+	ctx    context.Context // cancelled by Close: pending resolutions and dials end
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	closed   bool
+	conns    map[net.Conn]struct{} // accepted, until released
+	upstream map[net.Conn]struct{} // dialed, until their relay or pool ends
+	tr       *http.Transport       // plain HTTP, made with the first request
+	rp       *httputil.ReverseProxy
+
+	// wg counts the accept loop and every accepted connection until it is
+	// released (which its last goroutine does on the way out).
+	wg sync.WaitGroup
+}
+
+// Close stops accepting, closes the listener and every connection it
+// accepted or dialed (closing never blocks on a client), and waits for its
+// goroutines. It may be called more than once and from any goroutine.
+func (sv *Served) Close() error {
+	var err error
+	sv.mu.Lock()
+	if !sv.closed {
+		sv.closed = true
+		sv.cancel()
+		if sv.l != nil {
+			if e := sv.l.Close(); e != nil && !errors.Is(e, net.ErrClosed) {
+				err = e
+			}
+		}
+		for c := range sv.conns {
+			c.Close()
+		}
+		for c := range sv.upstream {
+			c.Close()
+		}
+	}
+	tr := sv.tr
+	sv.mu.Unlock()
+	sv.wg.Wait()
+	if tr != nil {
+		tr.CloseIdleConnections()
+	}
+	sv.p.forget(sv)
+	return err
+}
+
+// Conns reports how many accepted connections are open right now.
+func (sv *Served) Conns() int {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return len(sv.conns)
+}
+
+func (sv *Served) isClosed() bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return sv.closed
+}
+
+// track registers an accepted connection; false once sv is closed.
+func (sv *Served) track(c net.Conn) (*clientConn, bool) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.closed {
+		return nil, false
+	}
+	sv.conns[c] = struct{}{}
+	sv.wg.Add(1)
+	return &clientConn{Conn: c, sv: sv}, true
+}
+
+// trackUp registers a dialed connection; false once sv is closed.
+func (sv *Served) trackUp(c net.Conn) bool {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	if sv.closed {
+		return false
+	}
+	sv.upstream[c] = struct{}{}
+	return true
+}
+
+func (sv *Served) dropUp(c net.Conn) {
+	c.Close()
+	sv.mu.Lock()
+	delete(sv.upstream, c)
+	sv.mu.Unlock()
+}
+
+// startAccept runs the accept loop, handing each connection to handle in a
+// goroutine of its own.
+func (sv *Served) startAccept(handle func(*clientConn)) {
+	sv.mu.Lock()
+	if sv.closed {
+		sv.mu.Unlock()
+		if sv.l != nil {
+			sv.l.Close()
+		}
+		return
+	}
+	sv.wg.Add(1)
+	sv.mu.Unlock()
+	go func() {
+		defer sv.wg.Done()
+		var delay time.Duration
+		for {
+			c, err := sv.l.Accept()
+			if err != nil {
+				if sv.isClosed() || !temporary(err) {
+					return
+				}
+				// Out of descriptors or an aborted handshake: retry,
+				// backing off up to a second.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+				case <-sv.ctx.Done():
+					t.Stop()
+					return
+				}
+				continue
+			}
+			delay = 0
+			cc, ok := sv.track(c)
+			if !ok {
+				c.Close()
+				return
+			}
+			go handle(cc)
+		}
+	}()
+}
+
+func temporary(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientConn is an accepted connection: the first byte read to tell the
+// protocols apart is put back in front of it for net/http.
+type clientConn struct {
+	net.Conn // the accepted connection itself (a *net.TCPConn: splice)
+	sv       *Served
+	pre      []byte
+	once     sync.Once
+}
+
+func (c *clientConn) Read(b []byte) (int, error) {
+	if len(c.pre) > 0 {
+		n := copy(b, c.pre)
+		c.pre = c.pre[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// CloseWrite lets net/http half-close the connection before it closes it.
+func (c *clientConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// release closes the connection and ends its count in sv, once.
+func (c *clientConn) release() {
+	c.once.Do(func() {
+		c.Conn.Close()
+		sv := c.sv
+		sv.mu.Lock()
+		delete(sv.conns, c.Conn)
+		sv.mu.Unlock()
+		sv.wg.Done()
+		if sv.oneConn {
+			sv.Close()
+		}
+	})
+}
+
+// serveClient tells SOCKS5 from HTTP by the first byte.
+func (sv *Served) serveClient(c *clientConn) {
+	c.Conn.SetDeadline(time.Now().Add(handshakeTimeout))
+	var first [1]byte
+	if _, err := io.ReadFull(c.Conn, first[:]); err != nil {
+		c.release()
+		return
+	}
+	if first[0] == socksVersion {
+		sv.serveSOCKS(c)
+		c.release()
+		return
+	}
+	c.Conn.SetDeadline(time.Time{}) // net/http sets its own
+	c.pre = []byte{first[0]}
+	if !sv.p.handoff(c) {
+		c.release()
+	}
+}
+
+// forwardConn relays c to the fixed address to.
+func (sv *Served) forwardConn(c *clientConn, to netip.AddrPort) {
+	defer c.release()
+	ctx, cancel := sv.bind(context.Background())
+	up, err := sv.p.dial(ctx, "tcp", to.String())
+	cancel()
+	if err != nil {
+		return
+	}
+	if !sv.trackUp(up) {
+		up.Close()
+		return
+	}
+	relay(c.Conn, up)
+	sv.dropUp(up)
+}
+
+// bind returns ctx, also cancelled when sv closes, bounded by the dial
+// timeout.
+func (sv *Served) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, sv.p.timeout)
+	stop := context.AfterFunc(sv.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// relay copies a to b and b to a until both directions end. The end of one
+// direction half-closes the other side's write half (where the connection
+// has one); an error closes both connections.
+func relay(a, b net.Conn) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pipe(b, a)
+	}()
+	pipe(a, b)
+	<-done
+	a.Close()
+	b.Close()
+}
+
+// pipe copies src to dst with io.Copy: between two *net.TCPConn that is
+// splice(2), no buffer of ours.
+func pipe(dst, src net.Conn) {
+	_, err := io.Copy(dst, src)
+	if err == nil {
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+			return
+		}
+	}
+	dst.Close()
+	src.Close()
+}
