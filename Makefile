@@ -4,12 +4,13 @@
 #   make build       build bin/dsh-sandbox-run (cgo)
 #   make demo        allowed write, denied write reported as a fact, blocked network, a masked
 #                    ~/.ssh, a protected .envrc
+#   make test-deps   install the clients the tests run in the sandbox (curl, python3, pip, npm)
 #   make test        gofmt, go vet, staticcheck (when installed), go test ./... (as CI runs it)
 #   make lint        install staticcheck from the Go module proxy and run it
 #   make fuzz        fuzz the bash tool's argument decoder for FUZZTIME (30s)
-#   make bench-deps  install bubblewrap and hyperfine when missing
-#   make bench       spawn-overhead benchmark of the CLI (bench/spawn.sh) and the executor
-#                    benchmarks (bench/executor.sh)
+#   make bench-deps  install bubblewrap, hyperfine and curl when missing
+#   make bench       spawn-overhead benchmark of the CLI (bench/spawn.sh), the executor
+#                    benchmarks (bench/executor.sh) and the egress proxy's (bench/egress.sh)
 #   make clean       remove build output
 #   make vm-deps     install what make vm-test needs (qemu-system-x86, busybox-static, kmod, cpio)
 #   make vm-test     boot a Debian kernel in QEMU (KERNEL=6.1, Landlock ABI 2, or 6.12, ABI 6) and
@@ -67,7 +68,7 @@ else \
 fi
 endef
 
-.PHONY: all deps bench-deps build demo test lint fuzz bench clean vm-deps vm-test
+.PHONY: all deps test-deps bench-deps build demo test lint fuzz bench clean vm-deps vm-test
 
 all: build
 
@@ -89,17 +90,28 @@ deps:
 	fi
 	@command -v $(GO) >/dev/null 2>&1 || { echo "deps: go not found (expected Go 1.26.8 in /usr/local/go)" >&2; exit 1; }
 
+# What the integration tests run inside the sandbox as real clients (the network allowlist's
+# tests: curl, git over smart HTTP, pip, npm; python3 throughout).
+test-deps:
+	@missing=""; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
+	python3 -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	if [ -z "$$missing" ]; then echo "test-deps: curl, python3, pip and npm found"; \
+	else $(call apt_ensure,$$missing); fi
+
 bench-deps:
-	@if command -v bwrap >/dev/null 2>&1 && command -v hyperfine >/dev/null 2>&1; then \
-	  echo "bench-deps: bwrap and hyperfine found"; \
+	@if command -v bwrap >/dev/null 2>&1 && command -v hyperfine >/dev/null 2>&1 && command -v curl >/dev/null 2>&1; then \
+	  echo "bench-deps: bwrap, hyperfine and curl found"; \
 	else \
-	  $(call apt_ensure,bubblewrap hyperfine); \
+	  $(call apt_ensure,bubblewrap hyperfine curl); \
 	fi
 
 build: deps
 	CGO_ENABLED=1 $(GO) build -o $(BIN) ./cmd/dsh-sandbox-run
 
-test: deps build
+test: deps test-deps build
 	@echo "test: $$($(GO) version); DSH_REQUIRE_LANDLOCK=$${DSH_REQUIRE_LANDLOCK:-} DSH_TEST_USER=$${DSH_TEST_USER:-}"
 	@echo "test: gofmt -l"
 	@unformatted="$$(find . \( -path ./.git -o -path ./bin -o -path ./vendor -o -name testdata \) -prune \
@@ -126,6 +138,7 @@ fuzz: deps
 bench: bench-deps build
 	bash bench/spawn.sh
 	bash bench/executor.sh
+	bash bench/egress.sh
 
 clean:
 	rm -rf bin bench/results
@@ -195,7 +208,7 @@ if [ -e "$target" ]; then bad "$target exists: the write went through"; else ok 
 echo "   report ($demo/report.json):"
 if [ -s "$demo/report.json" ]; then show_json "$demo/report.json" | sed 's/^/   /'; else bad "no report written"; fi
 
-heading "3. network: blocked without --network, allowed with it"
+heading "3. network: blocked without --network, allowed with it, and by name with an allowlist"
 port=""
 if command -v python3 >/dev/null 2>&1; then
   (cd "$outside" && exec python3 -u -m http.server --bind 127.0.0.1 0) >"$demo/http.log" 2>&1 &
@@ -221,6 +234,17 @@ else
   (cd "$ws" && "$BIN" --mode workspace-write --workspace "$ws" --network -- bash -c "$probe_cmd") 2>&1 | sed 's/^/   | /' || rc=$?
   echo "   exit status: $rc"
   if [ "$rc" = 0 ]; then ok "connected with --network"; else bad "the connection failed with --network"; fi
+  if command -v curl >/dev/null 2>&1; then
+    allow="--allow-domain demo.test --allow-domain 127.0.0.1 --resolve demo.test=127.0.0.1"
+    echo "   \$ dsh-sandbox-run --mode workspace-write $allow -- bash -c 'curl -sSI http://demo.test:$port/; curl -sS http://elsewhere.test:$port/'"
+    rc=0
+    # shellcheck disable=SC2086 # $allow is a list of flags
+    (cd "$ws" && "$BIN" --mode workspace-write --workspace "$ws" $allow -- bash -c "curl -sSI http://demo.test:$port/ | head -n1; curl -sS http://elsewhere.test:$port/") >"$demo/out3.txt" 2>&1 || rc=$?
+    sed 's/^/   | /' "$demo/out3.txt"
+    if grep -q '^HTTP/1.[01] 200' "$demo/out3.txt"; then ok "demo.test reached through the egress proxy"; else bad "demo.test was not reached through the allowlist"; fi
+    want="dsh-sandbox-run: denied connect elsewhere.test:$port (workspace-write mode, not in the allowlist)"
+    if grep -qxF "$want" "$demo/out3.txt"; then ok "denial line: $want"; else bad "no line: $want"; fi
+  fi
 fi
 
 heading "4. secrets: ~/.ssh cannot be read in the confined modes (read-only here)"

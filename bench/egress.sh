@@ -5,7 +5,11 @@
 #   BenchmarkNewConnection   dial (+ CONNECT / SOCKS5 handshake) + 1-byte round trip + close
 #   BenchmarkIdle            heap, RSS and goroutines of an idle Proxy with one Served
 # then a table of medians over COUNT runs; x-direct is each tunnel's time per op over
-# Direct's in the same run (above 1: slower than direct).
+# Direct's in the same run (above 1: slower than direct). Then the same end to end, through
+# dsh-sandbox-run (bin/, built by make build): curl in the sandbox downloads E2E_BYTES (1G)
+# from a loopback server with --network (direct) and through the egress proxy
+# (--allow-domain; plain HTTP forwarding, and a CONNECT tunnel as HTTPS uses), interleaved,
+# and makes E2E_CONNS (200) new connections each way.
 #
 # Usage: bench/egress.sh            (from anywhere; needs Go and python3)
 # Environment: COUNT (3), BENCHTIME (10x: throughput), CONN_BENCHTIME (2000x),
@@ -78,3 +82,58 @@ for name in order:
         cells.append(f"{statistics.median(v):.4g}" if v else "")
     print(f"| {name} | " + " | ".join(cells) + " |")
 EOF
+
+echo
+echo "== end to end: curl inside dsh-sandbox-run, --network (direct) against --allow-domain (proxy)"
+bin="$repo/bin/dsh-sandbox-run"
+[ -x "$bin" ] || die "$bin not built (make build)"
+command -v curl >/dev/null 2>&1 || die "curl not found"
+e2e_bytes="${E2E_BYTES:-1G}"
+e2e_conns="${E2E_CONNS:-200}"
+work="$(mktemp -d)"
+trap 'kill "$srv" 2>/dev/null; rm -rf "$work"' EXIT
+truncate -s "$e2e_bytes" "$work/big"
+echo small > "$work/small"
+# A loopback server that sends files with sendfile(2), so that it is never the bottleneck.
+python3 - "$work" > "$work/port" <<'PY' &
+import http.server, os, socketserver, sys
+os.chdir(sys.argv[1])
+class H(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    def log_message(self, *a): pass
+    def copyfile(self, src, dst):
+        os.sendfile(self.connection.fileno(), src.fileno(), 0, os.fstat(src.fileno()).st_size)
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+s = S(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+srv=$!
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
+port="$(cat "$work/port")"
+[ -n "$port" ] || die "the loopback server did not start"
+direct=(--mode workspace-write --workspace "$work" --network)
+proxied=(--mode workspace-write --workspace "$work" --allow-domain bench.test --allow-domain 127.0.0.1 --resolve bench.test=127.0.0.1)
+speed() { # flags... -- url
+  "$bin" "$@" 2>/dev/null | tail -n1
+}
+conns_script="for i in \$(seq $e2e_conns); do curl -s -o /dev/null URL; done"
+results="$work/results"
+for round in $(seq "$count"); do
+  d="$("$bin" "${direct[@]}" -- curl -s -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$port/big")"
+  p="$("$bin" "${proxied[@]}" -- curl -s -o /dev/null -w '%{speed_download}' "http://bench.test:$port/big")"
+  tn="$("$bin" "${proxied[@]}" -- curl -s -p -o /dev/null -w '%{speed_download}' "http://bench.test:$port/big")"
+  t0=$(date +%s%N); "$bin" "${direct[@]}" -- bash -c "${conns_script//URL/http://127.0.0.1:$port/small}"; t1=$(date +%s%N)
+  "$bin" "${proxied[@]}" -- bash -c "${conns_script//URL/http://bench.test:$port/small}"; t2=$(date +%s%N)
+  echo "$d $p $(( (t1 - t0) / e2e_conns / 1000 )) $(( (t2 - t1) / e2e_conns / 1000 )) $tn" >> "$results"
+done
+python3 - "$results" "$e2e_bytes" "$e2e_conns" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+med = lambda i: statistics.median(r[i] for r in rows)
+d, p, cd, cp, tn = med(0), med(1), med(2), med(3), med(4)
+print(f"| download {sys.argv[2]}, plain HTTP forwarding | direct {d/1e6:.0f} MB/s | proxy {p/1e6:.0f} MB/s | proxy/direct {p/d:.2f} |")
+print(f"| download {sys.argv[2]}, CONNECT tunnel (curl -p) | direct {d/1e6:.0f} MB/s | proxy {tn/1e6:.0f} MB/s | proxy/direct {tn/d:.2f} |")
+print(f"| curl, new connection each ({sys.argv[3]}) | direct {cd:.0f} us | proxy {cp:.0f} us | added {cp-cd:.0f} us per connection |")
+PY

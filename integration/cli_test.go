@@ -196,6 +196,7 @@ type probeJSON struct {
 	} `json:"seccomp"`
 	Namespaces map[string]any       `json:"namespaces"`
 	Modes      map[string]probeMode `json:"modes"`
+	Allowlist  string               `json:"allowlist"`
 	Confined   bool                 `json:"confined"`
 }
 

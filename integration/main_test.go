@@ -380,10 +380,11 @@ type result struct {
 
 // Report is the --report JSON of the README.
 type Report struct {
-	Version     int    `json:"version"`
-	Mode        string `json:"mode"`
-	Network     bool   `json:"network"`
-	Workspace   string `json:"workspace"`
+	Version     int            `json:"version"`
+	Mode        string         `json:"mode"`
+	Network     bool           `json:"network"`
+	Allowlist   *allowlistJSON `json:"allowlist"`
+	Workspace   string         `json:"workspace"`
 	Enforcement struct {
 		Level       string   `json:"level"`
 		Layers      []string `json:"layers"`
@@ -414,6 +415,7 @@ type Denial struct {
 	Syscall string `json:"syscall"`
 	Errno   string `json:"errno"`
 	Count   int    `json:"count"`
+	Reason  string `json:"reason"`
 }
 
 func (d Denial) target() string {

@@ -104,6 +104,10 @@ type Cmd struct {
 	// with every compensation and every missing guarantee that kernel
 	// gets. It never removes Landlock; it cannot raise the kernel's ABI.
 	LandlockABI int
+	// Proxy is the egress proxy a policy with a network allowlist reaches
+	// the network through (shared by many commands, see EgressProxy); nil
+	// gives the command one of its own, closed when it ends.
+	Proxy *EgressProxy
 
 	proc     *os.Process
 	tree     *runner.Tree // the runner's processes
@@ -120,6 +124,8 @@ type Cmd struct {
 	// command runs (an executor's spill directory): not audited.
 	auditSkip []string
 	enf       Enforcement
+	egress    *egressSession // the command's use of the egress proxy, or nil
+	ownProxy  bool           // Proxy was made for this command
 	done      chan struct{}
 	exited    chan struct{} // closed once the runner reported the command's status
 	exit      *runner.Msg
@@ -171,8 +177,24 @@ func (c *Cmd) Start() error {
 	if c.LandlockABI < 0 {
 		return &SetupError{Detail: fmt.Sprintf("LandlockABI must not be negative, got %d", c.LandlockABI)}
 	}
-	prep, err := prepare(c.Policy, c.LandlockABI)
+	var ports []uint16
+	if c.Policy.Allowlist != nil && c.Policy.Mode.Confines() {
+		if c.Proxy == nil {
+			c.Proxy, c.ownProxy = NewEgressProxy(), true
+		}
+		addr, err := c.Proxy.address()
+		if err != nil {
+			c.closeProxy()
+			return &SetupError{Detail: err.Error(), Err: err}
+		}
+		ports = append(ports, addr.Port())
+		for _, h := range c.Policy.Allowlist.Hosts {
+			ports = append(ports, h.Port())
+		}
+	}
+	prep, err := prepare(c.Policy, c.LandlockABI, ports)
 	if err != nil {
+		c.closeProxy()
 		if re := resourceError("prepare the sandbox", err); re != nil {
 			return re
 		}
@@ -206,7 +228,17 @@ func (c *Cmd) Start() error {
 		c.group.Close()
 		c.group = nil
 	}
+	if err != nil {
+		c.closeProxy()
+	}
 	return err
+}
+
+// closeProxy closes a proxy made for this command alone.
+func (c *Cmd) closeProxy() {
+	if c.ownProxy && c.Proxy != nil {
+		c.Proxy.Close()
+	}
 }
 
 // groupNonce names a command's cgroup uniquely.
@@ -219,12 +251,22 @@ func groupNonce() string {
 // startRunner starts one runner and waits until the command runs or the
 // runner says why it cannot. On failure everything it started is gone.
 func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
-	proc, ctrl, err := c.spawnRunner(runnerPath)
+	denials := facts.NewLog()
+	var eg *egressSession
+	if c.Policy.Allowlist != nil && c.Policy.Mode.Confines() {
+		var err error
+		if eg, err = c.Proxy.newSession(c.Policy.Allowlist, c.Policy.Mode, denials); err != nil {
+			return &SetupError{Detail: err.Error(), Err: err}
+		}
+	}
+	proc, ctrl, err := c.spawnRunner(runnerPath, eg)
 	if err != nil {
+		if eg != nil {
+			eg.close()
+		}
 		return err
 	}
 	tree := runner.StartTree(proc.Pid)
-	denials := facts.NewLog()
 	var n *supervisor.Notifier
 	// The process that loads the seccomp filter: the runner, or the init of
 	// its pid namespace when it made one.
@@ -235,6 +277,9 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		ctrl.Close()
 		if n != nil {
 			n.Finish(runner.LostWait)
+		}
+		if eg != nil {
+			eg.close()
 		}
 	}
 	// The command may run before "ready" (right after its execve) and
@@ -259,7 +304,11 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	if c.group == nil {
 		nproc = c.Policy.Limits.MaxPids
 	}
-	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles), nproc)
+	listen := ""
+	if eg != nil {
+		listen = eg.listenAddrs()
+	}
+	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles), nproc, listen)
 	if err != nil {
 		if re := resourceError("prepare the sandbox", err); re != nil {
 			cleanup()
@@ -325,7 +374,36 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				}
 				return abort(err.Error())
 			}
+			if eg != nil {
+				if m.NetNS == 1 && eg.count() != 1+len(eg.hosts) {
+					return abort(fmt.Sprintf("egress: the runner handed over %d of %d listeners", eg.count(), 1+len(eg.hosts)))
+				}
+				n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1, Proxy: eg.proxy, Hosts: eg.hosts,
+					Connecting: func(port uint16) { c.Proxy.expectFrom(port, eg) }})
+			}
 			go n.Run()
+			if err := runner.SendMsg(ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {
+				return abort(fmt.Sprintf("control socket: %v", err))
+			}
+		case runner.MsgNetListen:
+			from := confined
+			if m.Pid > 0 {
+				from = m.Pid
+			}
+			if eg == nil {
+				return abort("the runner made an egress listener without an allowlist")
+			}
+			lfd, err := takeFD(from, m.FD)
+			if err != nil {
+				if re := resourceError("take an egress listener", err); re != nil {
+					cleanup()
+					return re
+				}
+				return abort(fmt.Sprintf("cannot take an egress listener from the runner: %v", err))
+			}
+			if err := eg.serveListener(eg.count(), lfd); err != nil {
+				return abort(err.Error())
+			}
 			if err := runner.SendMsg(ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {
 				return abort(fmt.Sprintf("control socket: %v", err))
 			}
@@ -342,7 +420,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			}
 			return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
 		case runner.MsgReady:
-			c.proc, c.ctrl, c.facts, c.notifier, c.tree = proc, ctrl, denials, n, tree
+			c.proc, c.ctrl, c.facts, c.notifier, c.tree, c.egress = proc, ctrl, denials, n, tree, eg
 			c.enf = withLimits(c.assess(m), c.Policy.Limits, c.limitsMechanism(m))
 			if m.Layers != nil {
 				c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
@@ -432,6 +510,10 @@ func (c *Cmd) monitor() {
 	if c.notifier != nil {
 		c.notifier.Finish(runner.LostWait)
 	}
+	if c.egress != nil {
+		c.egress.close()
+	}
+	c.closeProxy()
 	// Every process of the command is gone: nothing races the audit.
 	audit.Finish(c.audits, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
 	c.tree.Close()
@@ -527,7 +609,7 @@ const selfExe = "/proc/self/exe"
 // spawnRunner re-executes runnerPath as a runner with the command as its
 // argv. No clone flags: the runner creates its namespaces itself, so this is
 // a cheap vfork whatever the size of this process.
-func (c *Cmd) spawnRunner(runnerPath string) (*os.Process, *os.File, error) {
+func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession) (*os.Process, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		if re := resourceError("socketpair", err); re != nil {
@@ -544,6 +626,9 @@ func (c *Cmd) spawnRunner(runnerPath string) (*os.Process, *os.File, error) {
 	env := c.Env
 	if env == nil {
 		env = os.Environ()
+	}
+	if eg != nil {
+		env = append(withoutProxyEnv(env), eg.proxyEnv()...)
 	}
 	// The control socket is the runner's fd 3; the command's extra files
 	// follow it, and the runner moves them down to 3.. in the command.

@@ -28,6 +28,10 @@ const (
 	LayerLandlock      = "landlock"
 	LayerSeccomp       = "seccomp"
 	LayerSeccompNotify = "seccomp-notify"
+	// LayerEgressProxy: the network allowlist's egress proxy, the
+	// command's only way out (after the other layers: it is no layer of
+	// confinement, but the one way through them).
+	LayerEgressProxy = "egress-proxy"
 )
 
 // Guarantees that a host may be unable to give; they appear in
@@ -73,6 +77,12 @@ const (
 	MissingPidsLimit   = "pids-limit"
 	MissingMemoryLimit = "memory-limit"
 	MissingCPULimit    = "cpu-limit"
+	// Under a network allowlist, no net namespace and Landlock ABI < 4:
+	// only the supervisor's connect check keeps inet connections to the
+	// egress proxy and the allowlist's hosts (with a net namespace the
+	// kernel gives the command no route out; with ABI 4 Landlock also
+	// limits its TCP connects to their ports).
+	MissingEgressLandlock = "egress-landlock"
 )
 
 // Limit mechanisms (Enforcement.Limits, the probe's "limits").

@@ -81,3 +81,33 @@ func ExampleExecutor_Start() {
 	// status: exited mode: read-only
 	// next read: ""
 }
+
+// With an allowlist the command's only way out is the executor's egress
+// proxy, named in its environment; a name the allowlist does not hold is
+// refused by the proxy (curl gets a 403 naming it) and reported as a fact.
+func ExampleConfig_allowlist() {
+	ws, _ := os.MkdirTemp("", "example-ws")
+	defer os.RemoveAll(ws)
+	e, err := sandbox.NewExecutor(sandbox.Config{Mode: modes.WorkspaceWrite, Workspace: ws,
+		Allowlist: &modes.Allowlist{Domains: []string{"registry.npmjs.org", "*.pythonhosted.org"}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer e.Close()
+	res, err := e.Run(context.Background(), sandbox.Request{
+		Command: `test -n "$HTTPS_PROXY" && echo "proxy set"; curl -sS http://evil.example/ | cut -d';' -f1`,
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(res.Stdout.Text)
+	for _, d := range res.Sandbox.Denials {
+		fmt.Println(d.Line(res.Sandbox.Mode))
+	}
+	// Output:
+	// proxy set
+	// dsh-sandbox: connect to evil.example:80 denied (workspace-write mode, not in the allowlist)
+	// denied connect evil.example:80 (workspace-write mode, not in the allowlist)
+}

@@ -49,6 +49,10 @@ type Config struct {
 	Unprotect []string
 	// Network lets confined commands use the network.
 	Network bool
+	// Allowlist, when not nil (and Network false), lets confined commands
+	// out only through the executor's egress proxy, to what it allows (see
+	// modes.Allowlist and EgressProxy).
+	Allowlist *modes.Allowlist
 	// DenyRead and AllowRead change the deny-read set of the confined
 	// modes, as modes.Options' fields of the same names (absolute paths).
 	DenyRead, AllowRead []string
@@ -101,6 +105,8 @@ type Executor struct {
 	spill     *spillDir
 	runSeq    atomic.Int64
 
+	proxy *EgressProxy // started by the first command with the allowlist
+
 	mu     sync.Mutex
 	live   map[*job]struct{}
 	closed bool
@@ -148,6 +154,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	probe, err := modes.Derive(modes.Options{
 		Mode: modes.WorkspaceWrite, Workspace: cfg.Workspace, AllowWrite: cfg.WritableRoots, Protect: cfg.Protected,
 		Unprotect: cfg.Unprotect, DenyRead: cfg.DenyRead, AllowRead: cfg.AllowRead, Limits: cfg.Limits,
+		Network: cfg.Network, Allowlist: cfg.Allowlist,
 		// A broad workspace only matters where it would be writable.
 		AllowBroadWorkspace: cfg.AllowBroadWorkspace || cfg.Mode != modes.WorkspaceWrite,
 	})
@@ -176,7 +183,9 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: config: %w", err)
 	}
-	return &Executor{cfg: cfg, workspace: probe.Workspace, shell: shell, spill: spill, spillDir: spill.path, live: map[*job]struct{}{}}, nil
+	// The proxy listens when the first command with an allowlist starts.
+	return &Executor{cfg: cfg, workspace: probe.Workspace, shell: shell, spill: spill, spillDir: spill.path,
+		live: map[*job]struct{}{}, proxy: NewEgressProxy()}, nil
 }
 
 // Mode is the executor's default mode.
@@ -184,6 +193,9 @@ func (e *Executor) Mode() modes.Mode { return e.cfg.Mode }
 
 // Network reports whether confined commands may use the network.
 func (e *Executor) Network() bool { return e.cfg.Network }
+
+// Allowlist is the network allowlist of confined commands, or nil.
+func (e *Executor) Allowlist() *modes.Allowlist { return e.cfg.Allowlist }
 
 // Workspace is the executor's canonical workspace root.
 func (e *Executor) Workspace() string { return e.workspace }
@@ -215,6 +227,7 @@ func (e *Executor) Close() error {
 	for _, j := range jobs {
 		<-j.settled
 	}
+	e.proxy.Close()
 	e.spill.close() // removed only when empty
 	return nil
 }
@@ -255,6 +268,16 @@ type Request struct {
 	Env map[string]string
 	// DshEnv is the managed DSH_* snapshot, set last.
 	DshEnv map[string]string
+	// Network replaces the executor's network policy (Config.Network and
+	// Config.Allowlist) for this command; nil keeps it.
+	Network *Network
+}
+
+// Network is a network policy: off (the zero value), everything (On), or
+// only what Allowlist allows, through the executor's egress proxy.
+type Network struct {
+	On        bool
+	Allowlist *modes.Allowlist
 }
 
 // Resolved is a request with every default filled in: what will be spawned.
@@ -326,6 +349,13 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 	}
 	r.StdoutTail = max(r.StdoutTail, req.StdoutMaxBytes)
 
+	network, allowlist := e.cfg.Network, e.cfg.Allowlist
+	if req.Network != nil {
+		if req.Network.On && req.Network.Allowlist != nil {
+			return Resolved{}, invalidf("network: an allowlist with the network on")
+		}
+		network, allowlist = req.Network.On, req.Network.Allowlist
+	}
 	var denyRead, allowRead []string
 	if r.Mode.Confines() { // danger-full-access hides nothing
 		denyRead, allowRead = e.cfg.DenyRead, e.cfg.AllowRead
@@ -339,7 +369,8 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		// Other sessions' spill files are not the command's to change.
 		Protect:   append(append([]string(nil), e.cfg.Protected...), e.spillDir),
 		Unprotect: e.cfg.Unprotect,
-		Network:   e.cfg.Network,
+		Network:   network,
+		Allowlist: allowlist,
 		Limits:    e.cfg.Limits,
 		TempDir:   lookupEnv(r.Env, "TMPDIR"),
 		// Neither / nor a home (the command's $HOME too) becomes writable.

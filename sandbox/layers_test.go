@@ -25,6 +25,7 @@ func TestImportsGoDown(t *testing.T) {
 		"sandbox/internal/supervisor": 1,
 		"sandbox/internal/audit":      1,
 		"sandbox/internal/limits":     1,
+		"sandbox/internal/egress":     1,
 		"sandbox/internal/resolve":    2,
 		"sandbox/internal/proc":       2,
 		"sandbox/internal/facts":      2,

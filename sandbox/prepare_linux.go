@@ -43,8 +43,10 @@ type preparation struct {
 }
 
 // prepare builds what a runner needs for policy p, with a Landlock ABI of
-// at most maxABI (0: the kernel's; see Cmd.LandlockABI).
-func prepare(p modes.Policy, maxABI int) (*preparation, error) {
+// at most maxABI (0: the kernel's; see Cmd.LandlockABI). egressPorts are
+// the TCP ports of the egress proxy and the allowlist's hosts, under a
+// network allowlist.
+func prepare(p modes.Policy, maxABI int, egressPorts []uint16) (*preparation, error) {
 	prep := &preparation{policy: p}
 	if !p.Mode.Confines() {
 		return prep, nil
@@ -55,6 +57,11 @@ func prepare(p modes.Policy, maxABI int) (*preparation, error) {
 	// The supervisor takes the listener, and performs socket calls, with
 	// pidfd_getfd (5.6): without it, no user notification.
 	prep.notify = seccomp.NotifySupported() && pidfdGetfdSupported()
+	if p.Allowlist != nil && !prep.notify {
+		// Only the supervisor can let an inet connect reach the proxy and
+		// nothing else: the filter cannot read a socket address.
+		return nil, errors.New("a network allowlist needs seccomp user notification with pidfd_getfd (Linux 5.9 or later), which this host does not offer")
+	}
 	abi, abiErr := effectiveABI(maxABI)
 	prep.filter = filterSpec(p, prep.notify, abi, abiErr == nil)
 	bpf, err := seccomp.Program(prep.filter)
@@ -70,7 +77,7 @@ func prepare(p modes.Policy, maxABI int) (*preparation, error) {
 		// profile) has no user namespace for a mount view either: Landlock
 		// leaves them out of the writable roots instead.
 		carve := !prep.notify
-		rs, err := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve}).Build()
+		rs, err := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts}).Build()
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +108,7 @@ func prepare(p modes.Policy, maxABI int) (*preparation, error) {
 // refused even though the mount view would have made them safe. Without
 // Landlock a confined command runs only with the mount view: nothing to add.
 func filterSpec(p modes.Policy, notify bool, abi int, landlockOK bool) seccomp.Spec {
-	s := seccomp.Spec{Network: p.Network, Notify: notify}
+	s := seccomp.Spec{Network: p.Network, Notify: notify, Inet: p.Allowlist != nil && notify && !p.Network}
 	if !notify && landlockOK {
 		s.DenyIoctlOpen = true
 		s.DenyTruncate = abi < 3
@@ -136,7 +143,10 @@ func (prep *preparation) close() {
 // path, when not "", is the file the runner executes (argv[0] is then only
 // the command's name). extra is the number of the command's extra files
 // (the runner's fds 4.., the command's 3..).
-func (prep *preparation) spec(userNS bool, path string, extra, nproc int) ([]byte, error) {
+//
+// listen, under a network allowlist, are the addresses the runner listens
+// on in the command's net namespace (egressSession.listenAddrs).
+func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen string) ([]byte, error) {
 	p := prep.policy
 	b := func(v bool) string {
 		if v {
@@ -162,6 +172,7 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int) ([]byt
 		// runner sets it only in a user namespace of its own, see
 		// runner_linux.c).
 		{"nproc", strconv.Itoa(nproc)},
+		{"egress", listen},
 	}
 	var plan []string
 	if confine && userNS {
@@ -194,6 +205,15 @@ func (c *Cmd) assess(m runner.Msg) Enforcement {
 	e := assess(c.Policy.Mode, l)
 	if c.Policy.Mode.Confines() {
 		e.Masked = c.prep.masked(l.mountView, l.landlockABI > 0)
+	}
+	if c.Policy.Allowlist != nil && c.Policy.Mode.Confines() {
+		e.Layers = append(e.Layers, LayerEgressProxy)
+		if !l.ns.Net && l.landlockABI < 4 {
+			e.Missing = append(e.Missing, MissingEgressLandlock)
+			if e.Level == LevelFull {
+				e.Level = LevelPartial
+			}
+		}
 	}
 	if c.Policy.Mode.Confines() {
 		nsErr := c.nsError

@@ -24,6 +24,11 @@ type ProbeReport struct {
 	// workspace-write command (LimitsCgroupV1, LimitsCgroupV2,
 	// LimitsRlimit, LimitsNone); each mode's own is in Modes.
 	Limits string `json:"limits"`
+	// Allowlist is how a network allowlist (modes.Allowlist) is held here:
+	// AllowlistNetNS, AllowlistSupervisor (with Landlock's TCP rules, ABI
+	// 4), AllowlistSupervisorOnly (egress-landlock missing) or
+	// AllowlistUnavailable.
+	Allowlist string `json:"allowlist"`
 	// Confined is true when both confined modes can run.
 	Confined bool `json:"confined"`
 }
@@ -68,6 +73,14 @@ type ModeProbe struct {
 func Probe(runner, ws string) ProbeReport {
 	return ProbeWith(ProbeOptions{Runner: runner, Workspace: ws})
 }
+
+// How a network allowlist is held (ProbeReport.Allowlist).
+const (
+	AllowlistNetNS          = "net-namespace"   // the proxy's listener in the command's own net namespace is its only route
+	AllowlistSupervisor     = "supervisor"      // the supervisor connects inet sockets to the proxy only, Landlock limits TCP ports
+	AllowlistSupervisorOnly = "supervisor-only" // the same without Landlock's TCP rules (ABI < 4)
+	AllowlistUnavailable    = "unavailable"     // no seccomp user notification: an allowlist is refused
+)
 
 // ProbeOptions are the inputs of ProbeWith.
 type ProbeOptions struct {
@@ -119,6 +132,16 @@ func ProbeWith(o ProbeOptions) ProbeReport {
 		}
 		r.Modes[m.String()] = mp
 	}
+	switch {
+	case !r.Seccomp.Notify || !r.Confined:
+		r.Allowlist = AllowlistUnavailable
+	case r.Namespaces.Net:
+		r.Allowlist = AllowlistNetNS
+	case r.Landlock.ABI >= 4:
+		r.Allowlist = AllowlistSupervisor
+	default:
+		r.Allowlist = AllowlistSupervisorOnly
+	}
 	return r
 }
 
@@ -163,6 +186,16 @@ func (r ProbeReport) WriteText(w io.Writer) {
 	case "":
 	default:
 		fmt.Fprintf(w, "limits: %s\n", r.Limits)
+	}
+	switch r.Allowlist {
+	case AllowlistNetNS:
+		fmt.Fprintln(w, "allowlist: net-namespace (the egress proxy is the command's only route)")
+	case AllowlistSupervisor:
+		fmt.Fprintln(w, "allowlist: supervisor (inet connects reach only the egress proxy; Landlock tcp rules)")
+	case AllowlistSupervisorOnly:
+		fmt.Fprintln(w, "allowlist: supervisor-only (inet connects reach only the egress proxy; missing: egress-landlock)")
+	case AllowlistUnavailable:
+		fmt.Fprintln(w, "allowlist: unavailable (needs seccomp user notification)")
 	}
 	for _, m := range modes.All() {
 		mp := r.Modes[m.String()]

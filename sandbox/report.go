@@ -17,12 +17,15 @@ const ReportVersion = 1
 // Report is the JSON document dsh-sandbox-run --report writes. Its format is
 // documented in the README and kept stable.
 type Report struct {
-	Version     int          `json:"version"`
-	Mode        modes.Mode   `json:"mode"`
-	Network     bool         `json:"network"`
-	Workspace   string       `json:"workspace"`
-	Enforcement *Enforcement `json:"enforcement,omitempty"`
-	Denials     []Denial     `json:"denials"`
+	Version int        `json:"version"`
+	Mode    modes.Mode `json:"mode"`
+	Network bool       `json:"network"`
+	// Allowlist is the network allowlist (the network being off
+	// otherwise), when the policy has one.
+	Allowlist   *modes.Allowlist `json:"allowlist,omitempty"`
+	Workspace   string           `json:"workspace"`
+	Enforcement *Enforcement     `json:"enforcement,omitempty"`
+	Denials     []Denial         `json:"denials"`
 	// DenialsDropped counts the denied calls left out of Denials once
 	// MaxDenials distinct ones were kept.
 	DenialsDropped int    `json:"denials_dropped"`
@@ -39,7 +42,7 @@ type Report struct {
 // NewReport builds the report of a run: from its result, or from the error
 // that prevented it (then the exit code is ExitCodeOf(err)).
 func NewReport(p modes.Policy, res *Result, err error) Report {
-	r := Report{Version: ReportVersion, Mode: p.Mode, Network: p.Network, Workspace: p.Workspace, Denials: []Denial{}}
+	r := Report{Version: ReportVersion, Mode: p.Mode, Network: p.Network, Allowlist: p.Allowlist, Workspace: p.Workspace, Denials: []Denial{}}
 	if err != nil {
 		r.ExitCode = ExitCodeOf(err)
 		r.Error = err.Error()

@@ -210,6 +210,7 @@ func (j *job) start() error {
 		Stderr:     errW,
 		ExtraFiles: extra,
 		Runner:     j.e.cfg.Runner,
+		Proxy:      j.e.proxy,
 		// The executor writes its spill files there during the run.
 		auditSkip: []string{j.e.spillDir},
 	}

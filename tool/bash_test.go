@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -362,4 +363,15 @@ func TestEnvHookIgnoringAbortCannotHoldTheCall(t *testing.T) {
 		t.Fatal("Call still waits for an Env hook that ignores the abort")
 	}
 	assert.NoFileExists(t, marker)
+}
+
+func TestPolicyContextAllowlist(t *testing.T) {
+	ws := t.TempDir()
+	e, err := sandbox.NewExecutor(sandbox.Config{Mode: modes.WorkspaceWrite, Workspace: ws, SpillDir: t.TempDir(),
+		Allowlist: &modes.Allowlist{Domains: []string{"registry.npmjs.org"}, Hosts: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:5432")}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { e.Close() })
+	b := newBash(t, Options{Executor: e})
+	assert.Contains(t, b.PolicyContext(call.Context{}),
+		"the network is off except through a proxy (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are set) to registry.npmjs.org; the local service 127.0.0.1:5432.")
 }

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
@@ -34,8 +35,11 @@ func (b *Bash) PolicyContext(c call.Context) string {
 	}
 	m := b.EffectiveMode(c)
 	net := "the network is off"
-	if b.o.Executor.Network() {
+	switch al := b.o.Executor.Allowlist(); {
+	case b.o.Executor.Network():
 		net = "the network is on"
+	case al != nil:
+		net = "the network is off except through a proxy (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are set) to " + allowlistText(al)
 	}
 	switch m {
 	case modes.ReadOnly:
@@ -52,4 +56,19 @@ func (b *Bash) PolicyContext(c call.Context) string {
 		return fmt.Sprintf("Sandbox: bash commands in this session run in danger-full-access mode (workspace: %s): "+
 			"no sandbox, full access to files and the network.", ws)
 	}
+}
+
+// allowlistText names what a network allowlist lets commands reach.
+func allowlistText(al *modes.Allowlist) string {
+	var parts []string
+	if len(al.Domains) > 0 {
+		parts = append(parts, strings.Join(al.Domains, ", "))
+	}
+	for _, h := range al.Hosts {
+		parts = append(parts, "the local service "+h.String())
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, "; ")
 }

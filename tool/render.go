@@ -23,6 +23,29 @@ func DenialMarker(m modes.Mode) string {
 	return fmt.Sprintf("[sandbox: file access denied under %s mode]", m)
 }
 
+// AllowlistMarker names the destinations the network allowlist's egress
+// proxy refused, after the denial marker.
+func AllowlistMarker(destinations []string) string {
+	return fmt.Sprintf("[sandbox: not in the network allowlist: %s]", strings.Join(destinations, ", "))
+}
+
+// refusedDestinations are the destinations the egress proxy refused, in
+// first-seen order, at most maxListed (then "…").
+func refusedDestinations(ds []sandbox.Denial) []string {
+	const maxListed = 5
+	var out []string
+	for _, d := range ds {
+		if d.Op != "connect" || d.Syscall != sandbox.SyscallProxy {
+			continue
+		}
+		if len(out) == maxListed {
+			return append(out, "…")
+		}
+		out = append(out, d.Address)
+	}
+	return out
+}
+
 // RunnerFailureMarker is the line reporting that the runner itself failed.
 func RunnerFailureMarker(m modes.Mode) string {
 	return fmt.Sprintf("[sandbox: the sandbox runner itself failed under %s mode — the command did not run; this is a sandbox problem, not a command failure]", m)
@@ -75,14 +98,18 @@ func stream(o sandbox.Output) string {
 }
 
 // sandboxMarkers are the denial (or runner failure) lines of a result: a
-// runner failure outranks a denial; the escalation hint follows a denial
-// only when the executor confines.
+// runner failure outranks a denial; the destinations the network allowlist
+// refused follow the denial marker; the escalation hint follows them only
+// when the executor confines.
 func sandboxMarkers(f sandbox.Facts, confines bool) []string {
 	switch {
 	case f.RunnerFailed:
 		return []string{RunnerFailureMarker(f.Mode)}
 	case f.Denied:
 		lines := []string{DenialMarker(f.Mode)}
+		if dests := refusedDestinations(f.Denials); len(dests) > 0 {
+			lines = append(lines, AllowlistMarker(dests))
+		}
 		if confines && len(f.Mode.Wider()) > 0 {
 			lines = append(lines, EscalationHint)
 		}

@@ -37,6 +37,13 @@ func TestRenderForeground(t *testing.T) {
 			"bye\n[timed out after 1500.5ms]"},
 		{"runner failure outranks denial", sandbox.RunResult{ExitCode: 137, Signal: "SIGKILL", Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, RunnerFailed: true}}, true,
 			"(no output)\n[sandbox: the sandbox runner itself failed under workspace-write mode — the command did not run; this is a sandbox problem, not a command failure]\n[killed by signal: SIGKILL]"},
+		{"allowlist refusals named after the denial marker", sandbox.RunResult{ExitCode: 56, Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, Denials: []sandbox.Denial{
+			{Op: "connect", Address: "evil.test:443", Syscall: sandbox.SyscallProxy},
+			{Op: "write", Path: "/etc/x", Syscall: "openat"},
+			{Op: "connect", Address: "192.0.2.1:80", Syscall: "connect"},
+			{Op: "connect", Address: "x.test:80", Syscall: sandbox.SyscallProxy},
+		}}}, true,
+			"(no output)\n[sandbox: file access denied under workspace-write mode]\n[sandbox: not in the network allowlist: evil.test:443, x.test:80]\n" + EscalationHint + "\n[exit code: 56]"},
 		{"every marker in order", sandbox.RunResult{Stdout: sandbox.Output{Text: "o"}, Stderr: sandbox.Output{Text: "e"}, TimedOut: true, TimeoutMs: 5, ExitCode: 3,
 			Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true}}, true,
 			"o\n[stderr]\ne\n[sandbox: file access denied under workspace-write mode]\n" + EscalationHint + "\n[timed out after 5ms]\n[exit code: 3]"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -23,10 +24,17 @@ type options struct {
 	denyRead   []string
 	allowRead  []string
 	network    bool
-	allowBroad bool
-	report     string
-	quiet      bool
-	timeoutMs  int64
+	// allowDomain, denyDomain, allowHost and resolve make the network
+	// allowlist (modes.Allowlist): the command's only way out is then the
+	// egress proxy.
+	allowDomain []string
+	denyDomain  []string
+	allowHost   []string
+	resolve     []string
+	allowBroad  bool
+	report      string
+	quiet       bool
+	timeoutMs   int64
 	// landlockABI caps the Landlock ABI (sandbox.Cmd.LandlockABI).
 	landlockABI int
 	// limits are the command's resource limits: the defaults, with each
@@ -83,7 +91,11 @@ func parse(argv []string) (options, error) {
 	fs.StringArrayVar(&o.unprotect, "unprotect", nil, "make `NAME`, one of the default protected names (.vscode, .envrc, ...), writable (workspace-write; repeatable)")
 	fs.StringArrayVar(&o.denyRead, "deny-read", nil, "an absolute `PATH` the command cannot read, besides the default secrets (confined modes; repeatable)")
 	fs.StringArrayVar(&o.allowRead, "allow-read", nil, "make an absolute `PATH` of the deny-read set, or under one of its entries, readable (confined modes; repeatable)")
-	fs.BoolVar(&o.network, "network", false, "allow the network")
+	fs.BoolVar(&o.network, "network", false, "allow the network, all of it")
+	fs.StringArrayVar(&o.allowDomain, "allow-domain", nil, "reach `PATTERN` through the sandbox's egress proxy: example.com, *.example.com (subdomains), an IP or CIDR (confined modes; repeatable)")
+	fs.StringArrayVar(&o.denyDomain, "deny-domain", nil, "never reach `PATTERN`, even when allowed (repeatable)")
+	fs.StringArrayVar(&o.allowHost, "allow-host", nil, "reach the host's loopback service `HOST:PORT` (localhost:5432) at the same address inside the sandbox (repeatable)")
+	fs.StringArrayVar(&o.resolve, "resolve", nil, "make the egress proxy resolve `NAME=ADDR[,ADDR]` so (repeatable)")
 	fs.BoolVar(&o.allowBroad, "allow-broad-workspace", false, "allow a workspace or --allow-write DIR that is /, your home directory or an ancestor of it")
 	fs.StringVar(&o.report, "report", "", "write the JSON report to `FILE` (also when setup fails)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print no denial lines")
@@ -134,6 +146,12 @@ func parse(argv []string) (options, error) {
 	if err := o.limits.Validate(); err != nil {
 		return o, fmt.Errorf("usage error: --max-*: %w", err)
 	}
+	if o.network && (len(o.allowDomain) > 0 || len(o.denyDomain) > 0 || len(o.allowHost) > 0 || len(o.resolve) > 0) {
+		return o, errors.New("usage error: --allow-domain, --deny-domain, --allow-host and --resolve make an allowlist, and --network allows everything: give one or the other")
+	}
+	if len(o.allowDomain) == 0 && len(o.allowHost) == 0 && (len(o.denyDomain) > 0 || len(o.resolve) > 0) {
+		return o, errors.New("usage error: --deny-domain and --resolve refine an allowlist: give --allow-domain or --allow-host too")
+	}
 	if o.probe {
 		for _, f := range o.given {
 			if f != "probe" && f != "json" && f != "workspace" && f != "landlock-abi" {
@@ -154,6 +172,32 @@ func parse(argv []string) (options, error) {
 		return o, fmt.Errorf("usage error: --timeout must be a positive number of milliseconds up to %d, got %d", maxTimeoutMs, o.timeoutMs)
 	}
 	return o, nil
+}
+
+// allowlist is the network allowlist the flags make, or nil.
+func (o options) allowlist() (*modes.Allowlist, error) {
+	if len(o.allowDomain) == 0 && len(o.allowHost) == 0 {
+		return nil, nil
+	}
+	al := &modes.Allowlist{Domains: o.allowDomain, Deny: o.denyDomain}
+	for _, h := range o.allowHost {
+		ap, err := modes.ParseHost(h)
+		if err != nil {
+			return nil, err
+		}
+		al.Hosts = append(al.Hosts, ap)
+	}
+	for _, r := range o.resolve {
+		name, addrs, err := modes.ParseResolve(r)
+		if err != nil {
+			return nil, err
+		}
+		if al.Resolve == nil {
+			al.Resolve = map[string][]netip.Addr{}
+		}
+		al.Resolve[name] = append(al.Resolve[name], addrs...)
+	}
+	return al, nil
 }
 
 // usage is the full --help text.

@@ -78,10 +78,17 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failReport(modes.Policy{Mode: mode}, err)
 	}
+	allowlist, err := o.allowlist()
+	if err != nil {
+		return failReport(modes.Policy{Mode: mode}, fmt.Errorf("usage error: %w", err))
+	}
+	if allowlist != nil && !mode.Confines() {
+		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --allow-domain and --allow-host need a confined mode (danger-full-access allows the whole network)"))
+	}
 	policy, err := modes.Derive(modes.Options{
 		Mode: mode, Workspace: o.workspace, AllowWrite: o.allowWrite, Protect: o.protect,
 		Unprotect: o.unprotect, DenyRead: o.denyRead, AllowRead: o.allowRead,
-		Network: o.network, TempDir: lookupEnv(env, "TMPDIR"),
+		Network: o.network, Allowlist: allowlist, TempDir: lookupEnv(env, "TMPDIR"),
 		AllowBroadWorkspace: o.allowBroad,
 		Limits:              &o.limits,
 		// The caller's home and the command's, besides Derive's own.

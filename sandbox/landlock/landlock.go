@@ -106,6 +106,7 @@ type Ruleset struct {
 	handledNet uint64
 	scoped     uint64
 	rules      []rule
+	netPorts   []uint16 // TCP ports connect is allowed to
 }
 
 // Options change what ForABIWith derives.
@@ -118,6 +119,11 @@ type Options struct {
 	// so any write right on such a directory would reach the protected path
 	// beneath it.
 	CarveProtected bool
+	// ConnectTCP are the TCP ports the command may still connect to while
+	// the policy's network is off (ABI 4): the egress proxy's and the
+	// allowlist's loopback hosts'. Landlock checks ports only, not
+	// addresses; the supervisor checks the address.
+	ConnectTCP []uint16
 }
 
 // Carved returns the protected paths of p that CarveProtected leaves out of
@@ -187,6 +193,7 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 	if !p.Network {
 		if v >= 4 {
 			rs.handledNet |= unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+			rs.netPorts = o.ConnectTCP
 		}
 		if v >= 10 {
 			rs.handledNet |= unix.LANDLOCK_ACCESS_NET_BIND_UDP | unix.LANDLOCK_ACCESS_NET_CONNECT_SEND_UDP
@@ -245,6 +252,12 @@ func (rs Ruleset) Build() (*os.File, error) {
 		if err := addPathRule(fd, r, rs.handledFS); err != nil {
 			f.Close()
 			return nil, err
+		}
+	}
+	for _, port := range rs.netPorts {
+		if err := addNetPort(fd, &netPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("landlock rule tcp port %d: %w", port, err)
 		}
 	}
 	return f, nil

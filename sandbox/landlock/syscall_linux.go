@@ -51,3 +51,21 @@ func addPathBeneath(rulesetFD int, attr *unix.LandlockPathBeneathAttr) error {
 	}
 	return nil
 }
+
+// netPortAttr is struct landlock_net_port_attr (ABI 4).
+type netPortAttr struct {
+	allowed uint64
+	port    uint64
+}
+
+// ruleNetPort is LANDLOCK_RULE_NET_PORT.
+const ruleNetPort = 2
+
+func addNetPort(rulesetFD int, attr *netPortAttr) error {
+	_, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rulesetFD), ruleNetPort,
+		uintptr(unsafe.Pointer(attr)), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}

@@ -37,7 +37,11 @@ type Options struct {
 	// Unprotect takes names out of ProtectedNames (ErrUnprotect for any
 	// other path).
 	Unprotect []string
+	// Network lets the command use the network without restriction;
+	// Allowlist, when not nil, lets it out only through the sandbox's
+	// egress proxy (confined modes; not with Network). Neither: no network.
 	Network   bool
+	Allowlist *Allowlist
 	TempDir   string // $TMPDIR, writable under workspace-write when it exists
 	// AllowBroadWorkspace lets the workspace and the AllowWrite roots be
 	// the root directory, a home directory or an ancestor of one
@@ -66,6 +70,9 @@ type Policy struct {
 	WritableRoots []string `json:"writable_roots"`
 	Protected     []string `json:"protected"`
 	Network       bool     `json:"network"`
+	// Allowlist, in a confined mode without Network, is what the command
+	// may reach through the egress proxy; nil: nothing.
+	Allowlist *Allowlist `json:"allowlist,omitempty"`
 	// DenyRead are the paths a confined command cannot read (a directory
 	// with everything beneath it): HomeSecrets in every home of
 	// Options.Homes, RootSecrets for root, Options.DenyRead, less
@@ -108,6 +115,16 @@ func Derive(o Options) (Policy, error) {
 	}
 	if err := p.Limits.Validate(); err != nil {
 		return Policy{}, err
+	}
+	if o.Allowlist != nil && o.Network {
+		return Policy{}, fmt.Errorf("%w: an allowlist needs the network off (the network on allows everything)", ErrAllowlist)
+	}
+	if o.Allowlist != nil && o.Mode != DangerFullAccess {
+		al, err := o.Allowlist.canonical()
+		if err != nil {
+			return Policy{}, err
+		}
+		p.Allowlist = &al
 	}
 	if o.Mode == DangerFullAccess {
 		if len(o.DenyRead) > 0 || len(o.AllowRead) > 0 {

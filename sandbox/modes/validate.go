@@ -22,7 +22,9 @@ var ErrInvalidPolicy = errors.New("invalid policy")
 //     lies in a writable root;
 //   - every deny-read path is absolute and clean, neither /, nor under /proc
 //     or /dev, nor the workspace, a writable root or an ancestor of one;
-//     danger-full-access has none.
+//     danger-full-access has none;
+//   - an allowlist comes with the network off, in a confined mode, and its
+//     patterns and hosts parse.
 //
 // A policy from Derive is valid (while its directories stay as they were).
 func (p Policy) Validate() error {
@@ -34,6 +36,14 @@ func (p Policy) Validate() error {
 	}
 	if err := p.Limits.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	}
+	if p.Allowlist != nil {
+		if p.Network || !p.Mode.Confines() {
+			return bad("an allowlist with the network on (%s mode)", p.Mode)
+		}
+		if _, err := p.Allowlist.canonical(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+		}
 	}
 	if p.Mode == DangerFullAccess {
 		if len(p.DenyRead) > 0 {

@@ -170,7 +170,7 @@ func TestSpecVariants(t *testing.T) {
 		require.Equal(t, i, s.index(), "%+v", s)
 		prog, perr := Program(s)
 		tab, terr := Table(s)
-		if s.Notify && (s.DenyTruncate || s.DenyIoctlOpen) || s.Signals && !s.Notify {
+		if s.Notify && (s.DenyTruncate || s.DenyIoctlOpen) || s.Signals && !s.Notify || s.Inet && (s.Network || !s.Notify) {
 			assert.Error(t, perr, "%+v", s)
 			assert.Error(t, terr, "%+v", s)
 			_, err := build(s)

@@ -45,6 +45,10 @@ const (
 	// group or thread (Rule.PidArg names it; for pidfd_send_signal it is a
 	// pidfd); routed only when Spec.Signals.
 	KindSignal
+	// KindListen: listen(); routed only under Spec.Inet, so that the
+	// supervisor can refuse (or perform) it: without a net namespace a
+	// listening inet socket would be a port of the host.
+	KindListen
 )
 
 // Rule describes one notified system call.
@@ -127,6 +131,13 @@ type Spec struct {
 	// pidfd_send_signal) to the listener: set it where Landlock does not
 	// scope signals (ABI < 6). Only with Notify.
 	Signals bool
+	// Inet (network off, only with Notify) lets the command create AF_INET
+	// and AF_INET6 sockets besides AF_UNIX ones, for the egress proxy of a
+	// network allowlist: connect, sendto and sendmsg stay routed to the
+	// supervisor, which lets a connection reach only the proxy and the
+	// allowlist's loopback hosts (or, in a net namespace of the command's
+	// own, its loopback).
+	Inet bool
 }
 
 // kernelOpenRules reports whether the filter refuses some opens, truncate
@@ -138,6 +149,10 @@ func (s Spec) validate() error {
 		// With a listener the supervisor decides these per run, from the
 		// runner's mount view: kernel rules would overlap the routing ones.
 		return fmt.Errorf("seccomp: DenyTruncate and DenyIoctlOpen are for filters without user notification (%+v)", s)
+	}
+	if s.Inet && (s.Network || !s.Notify) {
+		// Only the supervisor can tell an inet destination from a unix one.
+		return fmt.Errorf("seccomp: Inet needs user notification and the network off (%+v)", s)
 	}
 	if s.Signals && !s.Notify {
 		// Nothing could judge them in the kernel alone.
@@ -194,7 +209,7 @@ var deniedIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX, UserfaultfdIocNew}
 // index numbers the variants of Spec (a bit per field; specOf inverts it).
 func (s Spec) index() int {
 	i := 0
-	for bit, on := range []bool{s.Network, s.Notify, s.DenyTruncate, s.DenyIoctlOpen, s.Signals} {
+	for bit, on := range []bool{s.Network, s.Notify, s.DenyTruncate, s.DenyIoctlOpen, s.Signals, s.Inet} {
 		if on {
 			i |= 1 << bit
 		}
@@ -203,10 +218,10 @@ func (s Spec) index() int {
 }
 
 // numVariants is the number of values of Spec.
-const numVariants = 1 << 5
+const numVariants = 1 << 6
 
 func specOf(i int) Spec {
-	return Spec{Network: i&1 != 0, Notify: i&2 != 0, DenyTruncate: i&4 != 0, DenyIoctlOpen: i&8 != 0, Signals: i&16 != 0}
+	return Spec{Network: i&1 != 0, Notify: i&2 != 0, DenyTruncate: i&4 != 0, DenyIoctlOpen: i&8 != 0, Signals: i&16 != 0, Inet: i&32 != 0}
 }
 
 // variants memoizes Table and Program: both are pure functions of the Spec
@@ -290,6 +305,11 @@ func table(s Spec) (map[int32]Rule, error) {
 		// Without user notification nothing can look at the address:
 		// bind stays the kernel's (see KindBind).
 		if err := add("bind", Rule{Kind: KindBind, Op: "bind", Errno: unix.EACCES}); err != nil {
+			return nil, err
+		}
+	}
+	if s.Inet {
+		if err := add("listen", Rule{Kind: KindListen, Op: "listen", Errno: unix.EACCES}); err != nil {
 			return nil, err
 		}
 	}
@@ -423,7 +443,24 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 				r.plain(call, errnoAct(unix.ENOSYS))
 			}
 		case "socket":
-			r.notEqual(call, act(rule), 0, unix.AF_UNIX)
+			if !s.Inet {
+				r.notEqual(call, act(rule), 0, unix.AF_UNIX)
+				continue
+			}
+			// Every family but AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK
+			// with NETLINK_ROUTE (getaddrinfo's AI_ADDRCONFIG and
+			// getifaddrs read the interfaces, as /proc/net does; changing
+			// them needs CAP_NET_ADMIN): one rule per value below
+			// AF_NETLINK, one for those above, one for the other netlink
+			// protocols.
+			for fam := uint64(0); fam < unix.AF_NETLINK; fam++ {
+				if fam != unix.AF_UNIX && fam != unix.AF_INET && fam != unix.AF_INET6 {
+					r.cond(call, act(rule), 0, libseccomp.CompareEqual, fam)
+				}
+			}
+			r.cond(call, act(rule), 0, libseccomp.CompareGreater, unix.AF_NETLINK)
+			r.conds(call, act(rule),
+				cond{0, libseccomp.CompareEqual, unix.AF_NETLINK}, cond{2, libseccomp.CompareNotEqual, unix.NETLINK_ROUTE})
 		case "sendto":
 			// Only sendto with a destination; on a connected socket the
 			// destination was checked at connect.
@@ -513,6 +550,32 @@ func (r *rules) cond(call libseccomp.ScmpSyscall, a libseccomp.ScmpAction, arg u
 		return
 	}
 	if err := r.f.AddRuleConditional(call, a, []libseccomp.ScmpCondition{c}); err != nil {
+		r.err = fmt.Errorf("seccomp: conditional rule %d: %w", call, err)
+	}
+}
+
+// cond is one argument comparison of a rule.
+type cond struct {
+	arg uint
+	op  libseccomp.ScmpCompareOp
+	val uint64
+}
+
+// conds adds a rule matching every one of cs.
+func (r *rules) conds(call libseccomp.ScmpSyscall, a libseccomp.ScmpAction, cs ...cond) {
+	if r.err != nil {
+		return
+	}
+	var sc []libseccomp.ScmpCondition
+	for _, c := range cs {
+		x, err := libseccomp.MakeCondition(c.arg, c.op, c.val)
+		if err != nil {
+			r.err = fmt.Errorf("seccomp: condition on %d: %w", call, err)
+			return
+		}
+		sc = append(sc, x)
+	}
+	if err := r.f.AddRuleConditional(call, a, sc); err != nil {
 		r.err = fmt.Errorf("seccomp: conditional rule %d: %w", call, err)
 	}
 }

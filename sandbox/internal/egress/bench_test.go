@@ -9,36 +9,25 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
 // benchBytes is what one BenchmarkThroughput op moves:
-// DSH_BENCH_EGRESS_BYTES (bytes, or with a K/M/G suffix), 256 MiB unless set.
+// DSH_BENCH_EGRESS_BYTES (a size as modes.ParseSize reads it), 256 MiB
+// unless set.
 func benchBytes(b *testing.B) int64 {
 	s := os.Getenv("DSH_BENCH_EGRESS_BYTES")
 	if s == "" {
 		return 256 << 20
 	}
-	mult := int64(1)
-	switch strings.ToUpper(s[len(s)-1:]) {
-	case "K":
-		mult = 1 << 10
-	case "M":
-		mult = 1 << 20
-	case "G":
-		mult = 1 << 30
-	}
-	if mult != 1 {
-		s = s[:len(s)-1]
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	n, err := modes.ParseSize(s)
 	if err != nil || n <= 0 {
-		b.Fatalf("DSH_BENCH_EGRESS_BYTES=%q", os.Getenv("DSH_BENCH_EGRESS_BYTES"))
+		b.Fatalf("DSH_BENCH_EGRESS_BYTES=%q: %v", s, err)
 	}
-	return n * mult
+	return n
 }
 
 // benchProxy serves a policy allowing 127.0.0.1 (name and address).

@@ -186,7 +186,15 @@ func (sv *Served) addresses(ctx context.Context, t target, proto string) ([]neti
 		}
 		return nil, sv.denial(t, proto, "not a public address")
 	}
-	ips, err := sv.p.resolve(ctx, t.host)
+	var ips []netip.Addr
+	var err error
+	pinned := false
+	if sv.s.Resolve != nil {
+		ips, pinned = sv.s.Resolve(t.host)
+	}
+	if !pinned {
+		ips, err = sv.p.resolve(ctx, t.host)
+	}
 	if err != nil {
 		return nil, &resolveError{host: t.host, err: err}
 	}
@@ -204,7 +212,7 @@ func (sv *Served) addresses(ctx context.Context, t target, proto string) ([]neti
 		}
 	}
 	if len(ok) == 0 {
-		return nil, sv.denial(t, proto, "resolves to a private address "+refused.String())
+		return nil, sv.denial(t, proto, privatePrefix+refused.String())
 	}
 	return ok, nil
 }

@@ -20,8 +20,8 @@
 // destination, the reason and the --allow-domain option that would allow
 // it, and is reported once to Session.OnDeny.
 //
-// Tunnels relay the raw connections with io.Copy, so TCP to TCP uses
-// splice(2), and pass half-closes on. Nothing waits forever on a client:
+// Tunnels relay the raw connections through pooled 1 MiB buffers (faster
+// than splice(2) on loopback, measured), and pass half-closes on. Nothing waits forever on a client:
 // handshakes have a read deadline, and Served.Close closes every listener
 // and connection (client and upstream) before it waits for the goroutines.
 // The package has no global state.

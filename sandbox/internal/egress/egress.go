@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -48,8 +49,23 @@ func (d Denial) message(mode string) string {
 	if mode != "" {
 		why = mode + ", " + why
 	}
-	return "dsh-sandbox: connect to " + d.Address() + " denied (" + why + "); allow it with --allow-domain " + d.Host + "\n"
+	return "dsh-sandbox: connect to " + d.Address() + " denied (" + why + "); " + d.hint() + "\n"
 }
+
+// hint says which flag would let the refused destination through.
+func (d Denial) hint() string {
+	switch {
+	case strings.HasPrefix(d.Reason, "denied by"):
+		return "a --deny-domain pattern matches it"
+	case strings.HasPrefix(d.Reason, privatePrefix):
+		return "allow the address with --allow-domain " + strings.TrimPrefix(d.Reason, privatePrefix)
+	}
+	return "allow it with --allow-domain " + d.Host
+}
+
+// privatePrefix starts the reason of a name that resolved only to
+// addresses that are not public.
+const privatePrefix = "resolves to a private address "
 
 // Config configures a Proxy. The zero value resolves with
 // net.DefaultResolver and dials with a net.Dialer.
@@ -90,6 +106,8 @@ type Proxy struct {
 	httpq chan *clientConn // connections handed to srv
 	done  chan struct{}    // closed by Close: srv's listener fails
 	wg    sync.WaitGroup   // srv.Serve
+
+	buffers sync.Pool // relay's copy buffers (*[]byte of relayBuffer bytes)
 }
 
 // New returns a Proxy using cfg.
@@ -129,7 +147,15 @@ type Session struct {
 	// "denied (workspace-write mode, not in the allowlist)". Empty leaves
 	// it out.
 	Mode string
+	// Resolve, when not nil, pins names for this session (as curl
+	// --resolve): a name it knows resolves to its addresses, others with
+	// the proxy's resolver.
+	Resolve ResolveFunc
 }
+
+// ResolveFunc returns the pinned addresses of a host name, and whether it
+// has any.
+type ResolveFunc func(host string) ([]netip.Addr, bool)
 
 // Serve accepts connections from l (one sandboxed command's listener) in
 // the background, under session s, until the returned Served is closed or
@@ -508,7 +534,7 @@ func (sv *Served) forwardConn(c *clientConn, to netip.AddrPort) {
 		up.Close()
 		return
 	}
-	relay(c.Conn, up)
+	sv.p.relay(c.Conn, up)
 	sv.dropUp(up)
 }
 
@@ -526,22 +552,27 @@ func (sv *Served) bind(ctx context.Context) (context.Context, context.CancelFunc
 // relay copies a to b and b to a until both directions end. The end of one
 // direction half-closes the other side's write half (where the connection
 // has one); an error closes both connections.
-func relay(a, b net.Conn) {
+func (p *Proxy) relay(a, b net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pipe(b, a)
+		p.pipe(b, a)
 	}()
-	pipe(a, b)
+	p.pipe(a, b)
 	<-done
 	a.Close()
 	b.Close()
 }
 
-// pipe copies src to dst with io.Copy: between two *net.TCPConn that is
-// splice(2), no buffer of ours.
-func pipe(dst, src net.Conn) {
-	_, err := io.Copy(dst, src)
+// pipe copies src to dst through a pooled relayBuffer-sized buffer. Not
+// io.Copy's splice(2): measured on loopback here, a 1 MiB userspace buffer
+// moves 10-30% more than splice through a 64 KiB pipe (the proxy is a
+// third copy-bound party on the same cores as client and server, and fewer,
+// larger calls win); the buffer is held only while bytes flow.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	buf := p.buffer()
+	_, err := io.CopyBuffer(writerOnly{dst}, readerOnly{src}, buf)
+	p.buffers.Put(&buf)
 	if err == nil {
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
 			return
@@ -550,3 +581,26 @@ func pipe(dst, src net.Conn) {
 	dst.Close()
 	src.Close()
 }
+
+// relayBuffer is the size of pipe's copy buffer.
+const relayBuffer = 1 << 20
+
+
+// readerOnly and writerOnly hide ReadFrom/WriteTo, so that io.CopyBuffer
+// uses the buffer it is given.
+type readerOnly struct{ io.Reader }
+type writerOnly struct{ io.Writer }
+
+// buffer returns a relayBuffer-sized buffer from the pool.
+func (p *Proxy) buffer() []byte {
+	if bp, ok := p.buffers.Get().(*[]byte); ok {
+		return *bp
+	}
+	return make([]byte, relayBuffer)
+}
+
+// bufferPool lends the proxy's buffers to httputil.ReverseProxy.
+type bufferPool struct{ p *Proxy }
+
+func (b bufferPool) Get() []byte  { return b.p.buffer() }
+func (b bufferPool) Put(x []byte) { b.p.buffers.Put(&x) }

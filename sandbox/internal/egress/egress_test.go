@@ -334,7 +334,14 @@ func TestDenied(t *testing.T) {
 				why = tc.mode + ", " + why
 			}
 			assert.Equal(t, 403, resp.StatusCode)
-			assert.Equal(t, "dsh-sandbox: connect to "+dest+" denied ("+why+"); allow it with --allow-domain "+tc.host+"\n", string(body))
+			hint := "allow it with --allow-domain " + tc.host
+			switch {
+			case strings.HasPrefix(tc.reason, "denied by"):
+				hint = "a --deny-domain pattern matches it"
+			case strings.HasPrefix(tc.reason, "resolves to"):
+				hint = "allow the address with --allow-domain " + tc.reason[strings.LastIndexByte(tc.reason, ' ')+1:]
+			}
+			assert.Equal(t, "dsh-sandbox: connect to "+dest+" denied ("+why+"); "+hint+"\n", string(body))
 			assert.Equal(t, dest, resp.Header.Get("X-Dsh-Sandbox-Denied"))
 			assert.Equal(t, "text/plain", resp.Header.Get("Content-Type"))
 			assert.Equal(t, []Denial{{Host: tc.host, Port: p, Reason: tc.reason, Proto: tc.via}}, e.denials())

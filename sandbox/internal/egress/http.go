@@ -93,7 +93,7 @@ func (sv *Served) serveConnect(w http.ResponseWriter, r *http.Request, c *client
 			return
 		}
 	}
-	relay(raw, up)
+	sv.p.relay(raw, up)
 }
 
 // refuse answers a denial with a 403 and reports it.
@@ -159,6 +159,7 @@ func (sv *Served) reverseProxy() *httputil.ReverseProxy {
 			}
 		},
 		Transport:     sv.tr,
+		BufferPool:    bufferPool{sv.p},
 		FlushInterval: -1, // stream: every write is flushed to the client
 		ErrorLog:      log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

@@ -127,7 +127,7 @@ func (sv *Served) serveSOCKS(c *clientConn) {
 	if socksReply(raw, socksSucceeded, up.LocalAddr()) != nil {
 		return
 	}
-	relay(raw, up)
+	sv.p.relay(raw, up)
 }
 
 // socksCode is the reply code for a failed dialTarget.

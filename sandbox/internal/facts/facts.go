@@ -18,6 +18,9 @@ type Denial struct {
 	Syscall string `json:"syscall"`
 	Errno   string `json:"errno"`
 	Count   int    `json:"count"`
+	// Reason says why, where the op and target alone do not (a
+	// destination of a network allowlist: "not in the allowlist").
+	Reason string `json:"reason,omitempty"`
 }
 
 // OpLimit is the op of a resource-limit fact: Address names the limit
@@ -46,10 +49,14 @@ func (d Denial) Line(m modes.Mode) string {
 	if d.Op == OpLimit {
 		return fmt.Sprintf("limit %s hit: %s %s (%s mode)", printable(d.Address), d.Syscall, d.Errno, m)
 	}
-	if t := d.Target(); t != "" {
-		return fmt.Sprintf("denied %s %s (%s mode)", d.Op, printable(t), m)
+	why := m.String() + " mode"
+	if d.Reason != "" {
+		why += ", " + printable(d.Reason)
 	}
-	return fmt.Sprintf("denied %s (%s mode)", d.Op, m)
+	if t := d.Target(); t != "" {
+		return fmt.Sprintf("denied %s %s (%s)", d.Op, printable(t), why)
+	}
+	return fmt.Sprintf("denied %s (%s)", d.Op, why)
 }
 
 // printable escapes control characters so a hostile path cannot forge lines.

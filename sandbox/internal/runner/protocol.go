@@ -73,10 +73,13 @@ const (
 	MsgKeeper   = "keeper"   // the inner keeper's pid (no pid namespace)
 	MsgListener = "listener" // the seccomp listener's fd number in the runner, and the mount view
 	MsgAck      = "ack"      // supervisor to runner: the listener was taken
-	MsgReady    = "ready"    // the command started
-	MsgFail     = "fail"     // the sandbox could not be set up; nothing ran
-	MsgExecFail = "execfail" // the sandbox was set up but the command's execve failed
-	MsgExit     = "exit"     // the command ended
+	// MsgNetListen: an egress listener's fd number in the runner (in its
+	// net namespace, under a network allowlist), taken like the listener.
+	MsgNetListen = "netlisten"
+	MsgReady     = "ready"    // the command started
+	MsgFail      = "fail"     // the sandbox could not be set up; nothing ran
+	MsgExecFail  = "execfail" // the sandbox was set up but the command's execve failed
+	MsgExit      = "exit"     // the command ended
 )
 
 // EnvWithout is env without the variable name.
@@ -105,6 +108,8 @@ type Msg struct {
 	// else, a missing field included, means none: the notifier then refuses
 	// more, never less.
 	MountView int `json:"mount_view,omitempty"`
+	// NetNS (listener): 1 when the command has a net namespace of its own.
+	NetNS int `json:"netns,omitempty"`
 }
 
 // SendMsg sends m as JSON, with fd attached when it is not -1.

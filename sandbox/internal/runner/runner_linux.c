@@ -8,7 +8,8 @@
 // tokens) and, when confining, the seccomp BPF program with the Landlock
 // ruleset fd attached. The runner answers with JSON messages: init (the pid
 // namespace's init pid), listener (its fd number, taken by the supervisor
-// with pidfd_getfd, then "ack"; and mount_view, 0 or 1), keeper (the inner
+// with pidfd_getfd, then "ack"; and mount_view and netns, 0 or 1),
+// netlisten (an egress listener's fd number, taken the same way), keeper (the inner
 // keeper's pid, without a pid namespace), ready, fail, execfail (the
 // command's execve failed), exit;
 // a fail message carries the errno ("errno", "op") when a call failed, so
@@ -18,9 +19,13 @@
 
 
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -895,17 +900,79 @@ static void pass_listener(pid_t child, int lp, int go, int mount_view) {
 	}
 	close(pfd);
 	fcntl(lfd, F_SETFD, FD_CLOEXEC);
-	char lm[96], ack[64];
+	char lm[160], ack[64];
 	// The supervisor learns whether the command has a mount view now,
 	// before any notification: without one it refuses what Landlock cannot
 	// see (ioctl-only opens, truncation below ABI 3, openat2).
-	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":%d,\"pid\":%d,\"mount_view\":%d}", lfd, pid1 ? 0 : (int)getpid(),
-	         mount_view ? 1 : 0);
+	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":%d,\"pid\":%d,\"mount_view\":%d,\"netns\":%d}", lfd,
+	         pid1 ? 0 : (int)getpid(), mount_view ? 1 : 0, ns_net ? 1 : 0);
 	if (send_msg(lm) < 0) fail("pass seccomp listener: %s", strerror(errno));
 	ssize_t an = recv_msg(ack, sizeof ack - 1);
 	if (an <= 0) _exit(125);
 	close(lfd);
 	while (write(go, "g", 1) < 0 && errno == EINTR) {
+	}
+}
+
+// egress_listeners is step 0b, in a net namespace of the runner's own under
+// a network allowlist: it brings the namespace's loopback up and listens on
+// each address of the spec's "egress" list (comma-separated, "a.b.c.d:port"
+// or "[v6]:port": the egress proxy's, then the loopback hosts'), handing each
+// listener to the supervisor (which takes a copy with pidfd_getfd, then
+// acknowledges). The command's connections to those addresses thus reach
+// the supervisor, and nothing else can: the namespace has no other route.
+static void egress_listeners(void) {
+	const char *list = opt_str("egress");
+	if (!list[0] || !ns_net) return;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0) fail_sys("socket", errno);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) fail("egress: read the flags of the sandbox's loopback: %s", strerror(errno));
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) fail("egress: bring up the sandbox's loopback: %s", strerror(errno));
+	close(s);
+	char buf[4096];
+	if (strlen(list) >= sizeof buf) fail("egress: listener list too long");
+	strcpy(buf, list);
+	for (char *save = NULL, *a = strtok_r(buf, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+		char *colon = strrchr(a, ':');
+		if (!colon) fail("egress: bad listener address %s", a);
+		*colon = 0;
+		int port = atoi(colon + 1);
+		struct sockaddr_storage ss;
+		memset(&ss, 0, sizeof ss);
+		socklen_t sl;
+		int fam;
+		if (a[0] == '[') {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+			size_t l = strlen(a);
+			if (l < 3 || a[l - 1] != ']') fail("egress: bad listener address %s", a);
+			a[l - 1] = 0;
+			if (inet_pton(AF_INET6, a + 1, &s6->sin6_addr) != 1) fail("egress: bad listener address %s", a + 1);
+			s6->sin6_family = fam = AF_INET6;
+			s6->sin6_port = htons((uint16_t)port);
+			sl = sizeof *s6;
+		} else {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+			if (inet_pton(AF_INET, a, &s4->sin_addr) != 1) fail("egress: bad listener address %s", a);
+			s4->sin_family = fam = AF_INET;
+			s4->sin_port = htons((uint16_t)port);
+			sl = sizeof *s4;
+		}
+		int l = socket(fam, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (l < 0) fail_sys("socket", errno);
+		int one = 1;
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (fam == AF_INET6) setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+		if (bind(l, (struct sockaddr *)&ss, sl) < 0) fail("egress: listen on %s:%d in the sandbox: %s", a, port, strerror(errno));
+		if (listen(l, 512) < 0) fail("egress: listen on %s:%d in the sandbox: %s", a, port, strerror(errno));
+		char lm[128], ack[64];
+		snprintf(lm, sizeof lm, "{\"kind\":\"netlisten\",\"fd\":%d,\"pid\":%d}", l, getpid() == 1 ? 0 : (int)getpid());
+		if (send_msg(lm) < 0) fail("pass an egress listener: %s", strerror(errno));
+		if (recv_msg(ack, sizeof ack - 1) <= 0) _exit(125);
+		close(l);
 	}
 }
 
@@ -935,6 +1002,7 @@ static void runner_main(char **argv) {
 		if (opt("landlock") && ruleset < 0) fail("runner: no Landlock ruleset");
 		// 0. Namespaces.
 		if (opt("userns")) setup_namespaces(opt("netns"));
+		egress_listeners();
 		// 1. Mount view.
 		if (ns_mount) {
 			char cwd[4096];

@@ -91,14 +91,15 @@ func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			return verdict{errno: unix.EFAULT}
 		}
 	}
-	sfd, v, ok := targetFD(pid, int(int32(a[0])), n.pending(req))
+	sfd, dom, v, ok := n.targetSocket(req, int(int32(a[0])))
 	if !ok {
 		return v
 	}
 	defer unix.Close(sfd)
-	dom, err := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_DOMAIN)
-	if err != nil {
-		return errnoVerdict(err, 0) // ENOTSOCK
+	if dom != unix.AF_UNIX && n.egress != nil {
+		if v, handled := n.bindInet(rule, addr); handled {
+			return v
+		}
 	}
 	umask := targetUmask(pid)
 	if dom != unix.AF_UNIX || alen <= 2 {

@@ -27,6 +27,11 @@ import (
 // ABI 9 this is what keeps docker.sock, D-Bus and ssh-agent out of reach.
 func (n *Notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
+	if n.egress != nil {
+		if v, handled := n.connectInet(req, rule); handled {
+			return v
+		}
+	}
 	pin, v, ok := n.destination(req, rule, a[1], int(uint32(a[2])))
 	if !ok {
 		return v

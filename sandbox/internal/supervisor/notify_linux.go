@@ -48,6 +48,7 @@ type Notifier struct {
 	relayStart uint64
 	own        ownSockets // socket files the sandbox bound
 	guard      OpenGuard  // what Landlock cannot stop in this run
+	egress     *Egress    // inet destinations under an allowlist, or nil
 }
 
 // OpenGuard is what the notifier refuses, from a call's registers alone,
@@ -338,6 +339,8 @@ func (n *Notifier) handle(req *seccomp.Notif) {
 		n.respond(req, n.pathVerdict(req, rule))
 	case seccomp.KindBind:
 		n.respond(req, n.bind(req, rule))
+	case seccomp.KindListen:
+		n.respond(req, n.listen(req, rule))
 	case seccomp.KindSched:
 		n.respond(req, n.schedVerdict(req, rule))
 	case seccomp.KindSignal:

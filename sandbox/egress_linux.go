@@ -1,0 +1,259 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/egress"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// SyscallProxy is the Syscall of a denial the egress proxy made: a
+// destination a command asked the proxy for that the allowlist refuses.
+const SyscallProxy = "proxy"
+
+// EgressProxy is the egress proxy of the commands whose policy has a network
+// allowlist (modes.Policy.Allowlist): HTTP (CONNECT and plain forwarding)
+// and SOCKS5 on one port, which resolves names itself and reaches only what
+// the allowlist allows. One serves many commands (an Executor has one); it
+// listens on the host's loopback when the first command needs it, and
+// accepts there only the connections the supervisor made for a command
+// without a net namespace. A command with a net namespace of its own
+// reaches it through listeners inside that namespace instead (see DESIGN).
+// The zero value is not usable: call NewEgressProxy.
+type EgressProxy struct {
+	proxy *egress.Proxy
+
+	mu      sync.Mutex
+	host    net.Listener
+	expect  map[uint16]*egressSession // local port of a connection about to arrive
+	closed  bool
+	serving sync.WaitGroup
+}
+
+// NewEgressProxy returns a proxy that listens on nothing yet.
+func NewEgressProxy() *EgressProxy {
+	return &EgressProxy{expect: map[uint16]*egressSession{}}
+}
+
+// ErrEgressClosed is returned for a command started on a closed EgressProxy.
+var ErrEgressClosed = errors.New("sandbox: the egress proxy is closed")
+
+// address returns the host listener's address, listening first if needed.
+func (e *EgressProxy) address() (netip.AddrPort, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return netip.AddrPort{}, ErrEgressClosed
+	}
+	if e.host == nil {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			return netip.AddrPort{}, fmt.Errorf("egress proxy: listen on the host's loopback: %w", err)
+		}
+		if e.proxy == nil {
+			e.proxy = egress.New(egress.Config{})
+		}
+		e.host = l
+		e.serving.Add(1)
+		go e.acceptHost(l)
+	}
+	return e.host.Addr().(*net.TCPAddr).AddrPort(), nil
+}
+
+// acceptHost serves the host listener: a connection whose source port the
+// supervisor announced (Egress.Connecting) is served for its command; any
+// other is closed at once, so the proxy is never a relay for the host.
+func (e *EgressProxy) acceptHost(l net.Listener) {
+	defer e.serving.Done()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			return
+		}
+		peer, _ := c.RemoteAddr().(*net.TCPAddr)
+		e.mu.Lock()
+		var s *egressSession
+		if peer != nil && peer.IP.IsLoopback() {
+			if s = e.expect[uint16(peer.Port)]; s != nil {
+				delete(e.expect, uint16(peer.Port))
+			}
+		}
+		e.mu.Unlock()
+		if s == nil {
+			c.Close()
+			continue
+		}
+		e.proxy.ServeConn(c, s.session)
+	}
+}
+
+// expectFrom lets the next connection from local port port be served for s.
+func (e *EgressProxy) expectFrom(port uint16, s *egressSession) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expect[port] = s
+	s.ports = append(s.ports, port)
+}
+
+// Close stops the proxy: its listener and every connection it serves.
+func (e *EgressProxy) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	host, proxy := e.host, e.proxy
+	e.mu.Unlock()
+	if host != nil {
+		host.Close()
+	}
+	e.serving.Wait()
+	if proxy != nil {
+		return proxy.Close()
+	}
+	return nil
+}
+
+// egressSession is one command's use of the proxy.
+type egressSession struct {
+	e       *EgressProxy
+	session egress.Session
+	proxy   netip.AddrPort // the host listener's address (the command's proxy address)
+	hosts   []netip.AddrPort
+	mu      sync.Mutex
+	served  []*egress.Served
+	ports   []uint16 // announced source ports (under e.mu)
+}
+
+// newSession starts a command's use of e under allowlist al, recording
+// refusals in log.
+func (e *EgressProxy) newSession(al *modes.Allowlist, mode modes.Mode, log *facts.Log) (*egressSession, error) {
+	addr, err := e.address()
+	if err != nil {
+		return nil, err
+	}
+	s := &egressSession{e: e, proxy: addr, hosts: al.Hosts}
+	s.session = egress.Session{
+		Policy:  al,
+		Mode:    mode.String() + " mode",
+		Resolve: pinned(al.Resolve),
+		OnDeny: func(d egress.Denial) {
+			log.Add(facts.Denial{Op: "connect", Address: d.Address(), Syscall: SyscallProxy, Errno: "EACCES", Reason: d.Reason})
+		},
+	}
+	return s, nil
+}
+
+// pinned resolves the names of pins from them, and others with the host's
+// resolver (nil: no pins).
+func pinned(pins map[string][]netip.Addr) egress.ResolveFunc {
+	if len(pins) == 0 {
+		return nil
+	}
+	return func(name string) ([]netip.Addr, bool) {
+		a, ok := pins[name]
+		return a, ok
+	}
+}
+
+// listenAddrs are the addresses the runner listens on in the command's net
+// namespace: the proxy's first, then the hosts'.
+func (s *egressSession) listenAddrs() string {
+	out := []string{s.proxy.String()}
+	for _, h := range s.hosts {
+		out = append(out, h.String())
+	}
+	return strings.Join(out, ",")
+}
+
+// serveListener serves the i-th listener the runner made in the command's
+// net namespace (see listenAddrs); it takes fd.
+func (s *egressSession) serveListener(i int, fd int) error {
+	f := os.NewFile(uintptr(fd), "dsh-egress-listener")
+	l, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("egress listener: %w", err)
+	}
+	var sv *egress.Served
+	switch {
+	case i == 0:
+		sv = s.e.proxy.Serve(l, s.session)
+	case i <= len(s.hosts):
+		sv = s.e.proxy.Forward(l, s.hosts[i-1], s.session)
+	default:
+		l.Close()
+		return fmt.Errorf("egress listener %d: the runner made more listeners than asked for", i)
+	}
+	s.mu.Lock()
+	s.served = append(s.served, sv)
+	s.mu.Unlock()
+	return nil
+}
+
+// count is how many listeners the runner has handed over.
+func (s *egressSession) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.served)
+}
+
+// close ends the command's use of the proxy: its listeners and
+// connections, and the source ports still expected.
+func (s *egressSession) close() {
+	s.mu.Lock()
+	served := s.served
+	s.served = nil
+	s.mu.Unlock()
+	for _, sv := range served {
+		sv.Close()
+	}
+	s.e.mu.Lock()
+	for _, p := range s.ports {
+		if s.e.expect[p] == s {
+			delete(s.e.expect, p)
+		}
+	}
+	s.ports = nil
+	s.e.mu.Unlock()
+}
+
+// proxyEnv is the environment that points clients at the proxy: curl, git,
+// pip, npm, go, cargo, apt and the Python and Node clients read these.
+func (s *egressSession) proxyEnv() []string {
+	hp := "http://" + s.proxy.String()
+	socks := "socks5h://" + s.proxy.String()
+	noProxy := "localhost,127.0.0.1,::1"
+	var out []string
+	for _, kv := range [][2]string{{"HTTP_PROXY", hp}, {"HTTPS_PROXY", hp}, {"ALL_PROXY", socks}, {"NO_PROXY", noProxy}} {
+		out = append(out, kv[0]+"="+kv[1], strings.ToLower(kv[0])+"="+kv[1])
+	}
+	return out
+}
+
+// withoutProxyEnv drops the proxy variables (any case) from env.
+func withoutProxyEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch strings.ToUpper(name) {
+		case "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY":
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}

@@ -1,0 +1,228 @@
+//go:build linux
+
+package supervisor
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
+)
+
+// Egress is what a command under a network allowlist may connect to over
+// inet sockets (the filter's seccomp.Spec.Inet). Set it with SetEgress
+// before Run.
+type Egress struct {
+	// NetNS: the command has a net namespace of its own, whose loopback
+	// holds the proxy's and the hosts' listeners (passed to the
+	// supervisor): any loopback destination is the sandbox's own, and
+	// every other one is refused.
+	NetNS bool
+	// Proxy is the egress proxy's address on the host's loopback, and Hosts
+	// the allowlist's loopback services: without a net namespace the only
+	// destinations, connected by the supervisor itself.
+	Proxy netip.AddrPort
+	Hosts []netip.AddrPort
+	// Connecting is told the local port of a socket the supervisor is
+	// about to connect to Proxy (bound first), so that the proxy accepts
+	// that connection, and only such connections, for this command.
+	Connecting func(port uint16)
+}
+
+// SetEgress lets the command reach what e allows; call it before Run.
+func (n *Notifier) SetEgress(e *Egress) { n.egress = e }
+
+// reasonEgress is the reason of a refused inet connect under an allowlist.
+const reasonEgress = "only the egress proxy is reachable: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY"
+
+// connectInet decides an inet connect under an allowlist; handled is
+// false for every other family, left to connect.
+func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict, handled bool) {
+	a := req.Args
+	alen := int(uint32(a[2]))
+	if alen < 2 || alen > sockaddrStorage {
+		return verdict{}, false
+	}
+	b, err := resolve.ReadBytes(int(req.Pid), a[1], alen)
+	if err != nil {
+		return verdict{errno: unix.EFAULT}, true
+	}
+	fam := binary.LittleEndian.Uint16(b)
+	if fam != unix.AF_INET && fam != unix.AF_INET6 {
+		return verdict{}, false
+	}
+	ap, ok := sockaddrInet(b)
+	if !ok {
+		return verdict{errno: unix.EINVAL}, true
+	}
+	dest := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	refuse := func() verdict {
+		v := n.deny(rule, unix.EACCES, "", dest.String())
+		v.fact.Reason = reasonEgress
+		return v
+	}
+	if n.egress.NetNS {
+		// The namespace's loopback is the sandbox's own: whatever the
+		// command makes of the address after this read, the kernel can
+		// take it nowhere else.
+		if dest.Addr().IsLoopback() {
+			return allow(), true
+		}
+		return refuse(), true
+	}
+	toProxy := dest == n.egress.Proxy
+	if !toProxy && !slices.Contains(n.egress.Hosts, dest) {
+		return refuse(), true
+	}
+	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])), n.pending(req))
+	if !ok {
+		return v, true
+	}
+	defer unix.Close(sfd)
+	if typ, err := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_STREAM {
+		return refuse(), true
+	}
+	var sa unix.Sockaddr
+	if fam == unix.AF_INET {
+		sa = &unix.SockaddrInet4{Port: int(dest.Port()), Addr: dest.Addr().As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(dest.Port()), Addr: dest.Addr().As16()} // ::ffff:a.b.c.d for IPv4
+	}
+	if toProxy && n.egress.Connecting != nil {
+		port, err := boundPort(sfd, fam)
+		if err != nil {
+			return errnoVerdict(err, 0), true
+		}
+		n.egress.Connecting(port)
+	}
+	bl, err := n.newBlocking(req, sfd)
+	if err != nil {
+		return errnoVerdict(err, 0), true
+	}
+	return errnoVerdict(bl.connect(sa), 0), true
+}
+
+// boundPort binds an unbound inet socket to an ephemeral loopback port
+// and returns its local port.
+func boundPort(fd int, fam uint16) (uint16, error) {
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return 0, err
+	}
+	port := 0
+	switch s := sa.(type) {
+	case *unix.SockaddrInet4:
+		port = s.Port
+	case *unix.SockaddrInet6:
+		port = s.Port
+	}
+	if port == 0 {
+		var local unix.Sockaddr = &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+		if fam == unix.AF_INET6 {
+			local = &unix.SockaddrInet6{}
+		}
+		if err := unix.Bind(fd, local); err != nil {
+			return 0, err
+		}
+		if sa, err = unix.Getsockname(fd); err != nil {
+			return 0, err
+		}
+		switch s := sa.(type) {
+		case *unix.SockaddrInet4:
+			port = s.Port
+		case *unix.SockaddrInet6:
+			port = s.Port
+		}
+	}
+	return uint16(port), nil
+}
+
+// sockaddrInet parses a sockaddr_in or sockaddr_in6.
+func sockaddrInet(b []byte) (netip.AddrPort, bool) {
+	fam := binary.LittleEndian.Uint16(b)
+	switch {
+	case fam == unix.AF_INET && len(b) >= 8:
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[4:8])), binary.BigEndian.Uint16(b[2:4])), true
+	case fam == unix.AF_INET6 && len(b) >= 24:
+		return netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), binary.BigEndian.Uint16(b[2:4])), true
+	}
+	return netip.AddrPort{}, false
+}
+
+// reasonHostPort is the reason of a refused inet bind or listen without a
+// net namespace.
+const reasonHostPort = "no port of the host may be opened under an allowlist"
+
+// bindInet decides an inet bind under an allowlist: in a net namespace of
+// the command's own the kernel (and Landlock's TCP rules) decide; without
+// one only an ephemeral loopback port may be bound (urllib3 probes IPv6
+// with a bind of [::1]:0), which listen then refuses: any other bind would
+// take a port of the host.
+func (n *Notifier) bindInet(rule seccomp.Rule, addr []byte) (verdict, bool) {
+	if len(addr) < 2 || n.egress.NetNS {
+		return verdict{}, false
+	}
+	ap, ok := sockaddrInet(addr)
+	if !ok {
+		return verdict{}, false
+	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if ap.Port() == 0 && ap.Addr().IsLoopback() {
+		return verdict{}, false
+	}
+	v := n.deny(rule, unix.EACCES, "", ap.String())
+	v.fact.Reason = reasonHostPort
+	return v, true
+}
+
+// listen decides a listen() under an allowlist. In a net namespace of the
+// command's own it is the kernel's. Without one an inet socket may not
+// listen (bound or not: listen binds an unbound socket to a port of every
+// interface); a unix socket may, and the supervisor listens on its copy of
+// the socket itself, so that swapping the fd after the check changes
+// nothing.
+func (n *Notifier) listen(req *seccomp.Notif, rule seccomp.Rule) verdict {
+	if n.egress == nil || n.egress.NetNS {
+		return allow()
+	}
+	a := req.Args
+	sfd, dom, v, ok := n.targetSocket(req, int(int32(a[0])))
+	if !ok {
+		return v
+	}
+	defer unix.Close(sfd)
+	if dom != unix.AF_UNIX {
+		addr := "unbound"
+		if sa, err := unix.Getsockname(sfd); err == nil {
+			switch s := sa.(type) {
+			case *unix.SockaddrInet4:
+				addr = netip.AddrPortFrom(netip.AddrFrom4(s.Addr), uint16(s.Port)).String()
+			case *unix.SockaddrInet6:
+				addr = netip.AddrPortFrom(netip.AddrFrom16(s.Addr).Unmap(), uint16(s.Port)).String()
+			}
+		}
+		v := n.deny(rule, unix.EACCES, "", addr)
+		v.fact.Reason = reasonHostPort
+		return v
+	}
+	return errnoVerdict(unix.Listen(sfd, int(int32(a[1]))), 0)
+}
+
+// targetSocket takes a copy of the target's socket fd and returns it with
+// its address family; ok is false (and v the answer) when it cannot.
+func (n *Notifier) targetSocket(req *seccomp.Notif, fd int) (sfd, dom int, v verdict, ok bool) {
+	sfd, v, ok = targetFD(int(req.Pid), fd, n.pending(req))
+	if !ok {
+		return -1, 0, v, false
+	}
+	dom, err := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	if err != nil {
+		unix.Close(sfd)
+		return -1, 0, errnoVerdict(err, 0), false // ENOTSOCK
+	}
+	return sfd, dom, verdict{}, true
+}
