@@ -585,7 +585,6 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 // relayBuffer is the size of pipe's copy buffer.
 const relayBuffer = 1 << 20
 
-
 // readerOnly and writerOnly hide ReadFrom/WriteTo, so that io.CopyBuffer
 // uses the buffer it is given.
 type readerOnly struct{ io.Reader }
