@@ -479,8 +479,11 @@ func TestEgressAllowlistPackageClients(t *testing.T) {
 		for _, n := range []string{"git.test", "pypi.test", "npm.test"} {
 			flags = append(flags, "--allow-domain", n, "--resolve", n+"=127.0.0.1")
 		}
+		// (git's reflog ident would look up the host's own name, which
+		// the sandbox cannot resolve where /etc/hosts lacks it.)
 		script := fmt.Sprintf(`set -e
 cd %[1]s
+export GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@t.test
 git clone -q http://git.test:%[2]d/git/demo.git demo && git -C demo log --format='git: %%s'
 python3 -m pip download -q --no-cache-dir --disable-pip-version-check --no-deps --trusted-host pypi.test \
   --index-url http://pypi.test:%[2]d/simple/ -d dl dshdemo && ls dl | sed 's/^/pip: /'
