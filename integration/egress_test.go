@@ -675,3 +675,54 @@ func TestEgressProbe(t *testing.T) {
 		}
 	})
 }
+
+// TestEgressStubResolver: in a net namespace of the command's own, the
+// nameservers of resolv.conf answer from the sandbox's stub resolver: an
+// allowed name resolves (to what the proxy would dial), a name not in the
+// allowlist and an allowed name whose only address is private do not, each
+// with a resolve fact. Without a net namespace there is no stub: a lookup
+// fails, and its query is a refused connect or send.
+func TestEgressStubResolver(t *testing.T) {
+	forEachEgressConfig(t, func(t *testing.T, id identity, d *degradation, wrap []string, ws string) {
+		flags := sandboxFlags("workspace-write", ws, "--allow-domain", "registry.test", "--allow-domain", "private.test",
+			"--allow-domain", "192.0.2.0/24", "--resolve", "registry.test=192.0.2.10", "--resolve", "private.test=10.1.2.3")
+		script := `for n in registry.test evil.test private.test; do
+  if out=$(getent ahostsv4 "$n"); then echo "$n $(echo "$out" | awk 'NR==1 {print $1}')"; else echo "$n unresolved"; fi
+done`
+		r := id.run(t, runOpts{Flags: flags, Argv: bash(script), Dir: ws, Wrap: wrap, Timeout: 3 * time.Minute})
+		requireExit(t, r, 0)
+		rep := requireReport(t, r)
+		if d == nil {
+			for _, want := range []string{"registry.test 192.0.2.10", "evil.test unresolved", "private.test unresolved"} {
+				if !hasLine(r.Stdout, want) {
+					t.Errorf("stdout lacks %q: %q", want, r.Stdout)
+				}
+			}
+			found := map[string]string{}
+			for _, d := range rep.Denials {
+				if d.Op == "resolve" && d.Syscall == "dns" {
+					found[d.Address] = d.Reason
+				}
+			}
+			if found["evil.test"] != "not in the allowlist" || found["private.test"] != "resolves to a private address 10.1.2.3" {
+				t.Errorf("resolve facts = %v, want evil.test not in the allowlist and private.test private", found)
+			}
+			if line := cliPrefix + "denied resolve evil.test (workspace-write mode, not in the allowlist)"; !hasLine(r.Stderr, line) {
+				t.Errorf("stderr lacks %q: %q", line, r.Stderr)
+			}
+			return
+		}
+		for _, want := range []string{"registry.test unresolved", "evil.test unresolved"} {
+			if !hasLine(r.Stdout, want) {
+				t.Errorf("stdout lacks %q: %q", want, r.Stdout)
+			}
+		}
+		refused := false
+		for _, d := range rep.Denials {
+			refused = refused || (d.Op == "connect" || d.Op == "send") && strings.HasSuffix(d.Address, ":53")
+		}
+		if !refused {
+			t.Errorf("no refused DNS query among %v", rep.Denials)
+		}
+	})
+}

@@ -125,18 +125,21 @@ type Cmd struct {
 	auditSkip []string
 	enf       Enforcement
 	egress    *egressSession // the command's use of the egress proxy, or nil
-	ownProxy  bool           // Proxy was made for this command
-	done      chan struct{}
-	exited    chan struct{} // closed once the runner reported the command's status
-	exit      *runner.Msg
-	lost      error
-	pidNS     bool // the command runs in the runner's pid namespace
-	cmdPid    int  // the command's pid as the runner sees it
-	killMu    sync.Mutex
-	killed    bool // Kill was called
-	waitOnce  sync.Once
-	result    *Result
-	waitErr   error
+	// resolvConf is the resolv.conf whose nameservers the stub resolver
+	// answers at ("": /etc/resolv.conf; tests change it).
+	resolvConf string
+	ownProxy   bool // Proxy was made for this command
+	done       chan struct{}
+	exited     chan struct{} // closed once the runner reported the command's status
+	exit       *runner.Msg
+	lost       error
+	pidNS      bool // the command runs in the runner's pid namespace
+	cmdPid     int  // the command's pid as the runner sees it
+	killMu     sync.Mutex
+	killed     bool // Kill was called
+	waitOnce   sync.Once
+	result     *Result
+	waitErr    error
 }
 
 // Run starts c and waits for it.
@@ -255,7 +258,11 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	var eg *egressSession
 	if c.Policy.Allowlist != nil && c.Policy.Mode.Confines() {
 		var err error
-		if eg, err = c.Proxy.newSession(c.Policy.Allowlist, c.Policy.Mode, denials); err != nil {
+		conf := c.resolvConf
+		if conf == "" {
+			conf = resolvConf
+		}
+		if eg, err = c.Proxy.newSession(c.Policy.Allowlist, c.Policy.Mode, denials, nameservers(conf)); err != nil {
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
 	}
@@ -304,11 +311,11 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	if c.group == nil {
 		nproc = c.Policy.Limits.MaxPids
 	}
-	listen := ""
+	listen, dns := "", ""
 	if eg != nil {
-		listen = eg.listenAddrs()
+		listen, dns = eg.listenAddrs(), eg.dnsAddrs()
 	}
-	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles), nproc, listen)
+	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles), nproc, listen, dns)
 	if err != nil {
 		if re := resourceError("prepare the sandbox", err); re != nil {
 			cleanup()
@@ -375,10 +382,10 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				return abort(err.Error())
 			}
 			if eg != nil {
-				if m.NetNS == 1 && eg.count() != 1+len(eg.hosts) {
-					return abort(fmt.Sprintf("egress: the runner handed over %d of %d listeners", eg.count(), 1+len(eg.hosts)))
+				if m.NetNS == 1 && eg.count() != eg.sockets() {
+					return abort(fmt.Sprintf("egress: the runner handed over %d of %d sockets", eg.count(), eg.sockets()))
 				}
-				n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1, Proxy: eg.proxy, Hosts: eg.hosts,
+				n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1, Proxy: eg.proxy, Hosts: eg.hosts, DNS: eg.dns,
 					Connecting: func(port uint16) { c.Proxy.expectFrom(port, eg) }})
 			}
 			go n.Run()
@@ -392,6 +399,15 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			}
 			if eg == nil {
 				return abort("the runner made an egress listener without an allowlist")
+			}
+			if m.FD < 0 {
+				// A stub resolver address the namespace could not take
+				// (the ready message says why).
+				eg.skip()
+				if err := runner.SendMsg(ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {
+					return abort(fmt.Sprintf("control socket: %v", err))
+				}
+				continue
 			}
 			lfd, err := takeFD(from, m.FD)
 			if err != nil {

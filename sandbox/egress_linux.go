@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,6 +20,38 @@ import (
 // SyscallProxy is the Syscall of a denial the egress proxy made: a
 // destination a command asked the proxy for that the allowlist refuses.
 const SyscallProxy = "proxy"
+
+// OpResolve and SyscallDNS name a denial of the stub resolver of a
+// command's net namespace: a name the allowlist refuses, looked up.
+const (
+	OpResolve  = "resolve"
+	SyscallDNS = "dns"
+)
+
+// resolvConf is where the nameservers are read from.
+const resolvConf = "/etc/resolv.conf"
+
+// nameservers are the nameserver addresses of the resolv.conf at path (at
+// most three, as the C library uses), without link-local ones with a zone;
+// 127.0.0.1 when it names none or cannot be read (the C library's default).
+func nameservers(path string) []netip.Addr {
+	b, _ := os.ReadFile(path) // none: the default below
+	var out []netip.Addr
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" || len(out) == 3 {
+			continue
+		}
+		if ip, err := netip.ParseAddr(f[1]); err == nil && ip.Zone() == "" && !ip.IsUnspecified() && !slices.Contains(out, ip.Unmap()) {
+			out = append(out, ip.Unmap())
+		}
+	}
+	if len(out) == 0 {
+		// The C library's default without a nameserver line.
+		out = append(out, netip.AddrFrom4([4]byte{127, 0, 0, 1}))
+	}
+	return out
+}
 
 // EgressProxy is the egress proxy of the commands whose policy has a network
 // allowlist (modes.Policy.Allowlist): HTTP (CONNECT and plain forwarding)
@@ -133,24 +166,32 @@ type egressSession struct {
 	session egress.Session
 	proxy   netip.AddrPort // the host listener's address (the command's proxy address)
 	hosts   []netip.AddrPort
+	// dns are the nameservers of the host's resolv.conf: in a net
+	// namespace the stub resolver answers at each (ServeDNS).
+	dns     []netip.Addr
 	mu      sync.Mutex
 	served  []*egress.Served
+	skipped int      // stub resolver sockets the runner could not make
 	ports   []uint16 // announced source ports (under e.mu)
 }
 
 // newSession starts a command's use of e under allowlist al, recording
-// refusals in log.
-func (e *EgressProxy) newSession(al *modes.Allowlist, mode modes.Mode, log *facts.Log) (*egressSession, error) {
+// refusals in log; dns are the nameservers the stub resolver answers at.
+func (e *EgressProxy) newSession(al *modes.Allowlist, mode modes.Mode, log *facts.Log, dns []netip.Addr) (*egressSession, error) {
 	addr, err := e.address()
 	if err != nil {
 		return nil, err
 	}
-	s := &egressSession{e: e, proxy: addr, hosts: al.Hosts}
+	s := &egressSession{e: e, proxy: addr, hosts: al.Hosts, dns: dns}
 	s.session = egress.Session{
 		Policy:  al,
 		Mode:    mode.String() + " mode",
 		Resolve: pinned(al.Resolve),
 		OnDeny: func(d egress.Denial) {
+			if d.Proto == egress.ProtoDNS {
+				log.Add(facts.Denial{Op: OpResolve, Address: d.Host, Syscall: SyscallDNS, Errno: "NXDOMAIN", Reason: d.Reason})
+				return
+			}
 			log.Add(facts.Denial{Op: "connect", Address: d.Address(), Syscall: SyscallProxy, Errno: "EACCES", Reason: d.Reason})
 		},
 	}
@@ -179,24 +220,44 @@ func (s *egressSession) listenAddrs() string {
 	return strings.Join(out, ",")
 }
 
-// serveListener serves the i-th listener the runner made in the command's
-// net namespace (see listenAddrs); it takes fd.
+// dnsAddrs are the addresses the runner binds the stub resolver to, after
+// the listeners.
+func (s *egressSession) dnsAddrs() string {
+	var out []string
+	for _, a := range s.dns {
+		out = append(out, a.String())
+	}
+	return strings.Join(out, ",")
+}
+
+// sockets is how many sockets the runner hands over in a net namespace.
+func (s *egressSession) sockets() int { return 1 + len(s.hosts) + len(s.dns) }
+
+// serveListener serves the i-th socket the runner made in the command's
+// net namespace (listenAddrs, then dnsAddrs); it takes fd.
 func (s *egressSession) serveListener(i int, fd int) error {
-	f := os.NewFile(uintptr(fd), "dsh-egress-listener")
-	l, err := net.FileListener(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("egress listener: %w", err)
+	f := os.NewFile(uintptr(fd), "dsh-egress-socket")
+	defer f.Close()
+	if i >= s.sockets() {
+		return fmt.Errorf("egress socket %d: the runner made more sockets than asked for", i)
 	}
 	var sv *egress.Served
-	switch {
-	case i == 0:
-		sv = s.e.proxy.Serve(l, s.session)
-	case i <= len(s.hosts):
-		sv = s.e.proxy.Forward(l, s.hosts[i-1], s.session)
-	default:
-		l.Close()
-		return fmt.Errorf("egress listener %d: the runner made more listeners than asked for", i)
+	if i > len(s.hosts) {
+		pc, err := net.FilePacketConn(f)
+		if err != nil {
+			return fmt.Errorf("egress stub resolver: %w", err)
+		}
+		sv = s.e.proxy.ServeDNS(pc, s.session)
+	} else {
+		l, err := net.FileListener(f)
+		if err != nil {
+			return fmt.Errorf("egress listener: %w", err)
+		}
+		if i == 0 {
+			sv = s.e.proxy.Serve(l, s.session)
+		} else {
+			sv = s.e.proxy.Forward(l, s.hosts[i-1], s.session)
+		}
 	}
 	s.mu.Lock()
 	s.served = append(s.served, sv)
@@ -204,11 +265,19 @@ func (s *egressSession) serveListener(i int, fd int) error {
 	return nil
 }
 
-// count is how many listeners the runner has handed over.
+// count is how many sockets the runner has handed over (or said it could
+// not make).
 func (s *egressSession) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.served)
+	return len(s.served) + s.skipped
+}
+
+// skip counts a socket the runner could not make.
+func (s *egressSession) skip() {
+	s.mu.Lock()
+	s.skipped++
+	s.mu.Unlock()
 }
 
 // close ends the command's use of the proxy: its listeners and

@@ -144,9 +144,10 @@ func (prep *preparation) close() {
 // the command's name). extra is the number of the command's extra files
 // (the runner's fds 4.., the command's 3..).
 //
-// listen, under a network allowlist, are the addresses the runner listens
-// on in the command's net namespace (egressSession.listenAddrs).
-func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen string) ([]byte, error) {
+// listen and dns, under a network allowlist, are the addresses the runner
+// listens on in the command's net namespace and those it binds the stub
+// resolver to (egressSession.listenAddrs, dnsAddrs).
+func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen, dns string) ([]byte, error) {
 	p := prep.policy
 	b := func(v bool) string {
 		if v {
@@ -173,6 +174,7 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 		// runner_linux.c).
 		{"nproc", strconv.Itoa(nproc)},
 		{"egress", listen},
+		{"dns", dns},
 	}
 	var plan []string
 	if confine && userNS {

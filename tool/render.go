@@ -29,13 +29,15 @@ func AllowlistMarker(destinations []string) string {
 	return fmt.Sprintf("[sandbox: not in the network allowlist: %s]", strings.Join(destinations, ", "))
 }
 
-// refusedDestinations are the destinations the egress proxy refused, in
-// first-seen order, at most maxListed (then "…").
+// refusedDestinations are the destinations the egress proxy refused and the
+// names the stub resolver did, in first-seen order, at most maxListed (then
+// "…").
 func refusedDestinations(ds []sandbox.Denial) []string {
 	const maxListed = 5
 	var out []string
 	for _, d := range ds {
-		if d.Op != "connect" || d.Syscall != sandbox.SyscallProxy {
+		proxied := d.Op == "connect" && d.Syscall == sandbox.SyscallProxy
+		if !proxied && d.Op != sandbox.OpResolve {
 			continue
 		}
 		if len(out) == maxListed {

@@ -309,7 +309,8 @@ type connKey struct{}
 // Served is one Serve, Forward or ServeConn call.
 type Served struct {
 	p       *Proxy
-	l       net.Listener // nil for ServeConn
+	l       net.Listener   // nil for ServeConn and ServeDNS
+	pc      net.PacketConn // ServeDNS's socket, or nil
 	s       Session
 	oneConn bool // ServeConn: closes itself when its connection ends
 
@@ -341,6 +342,9 @@ func (sv *Served) Close() error {
 			if e := sv.l.Close(); e != nil && !errors.Is(e, net.ErrClosed) {
 				err = e
 			}
+		}
+		if sv.pc != nil {
+			sv.pc.Close()
 		}
 		for c := range sv.conns {
 			c.Close()

@@ -54,6 +54,11 @@ func (n *Notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
 // sends the bytes it read once from the target, to the pinned socket.
 func (n *Notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
+	if n.egress != nil {
+		if v, handled := n.sendtoInet(req, rule); handled {
+			return v
+		}
+	}
 	pin, v, ok := n.destination(req, rule, a[4], int(uint32(a[5])))
 	if !ok {
 		return v

@@ -27,6 +27,9 @@ type Egress struct {
 	// destinations, connected by the supervisor itself.
 	Proxy netip.AddrPort
 	Hosts []netip.AddrPort
+	// DNS are the stub resolver's addresses in the net namespace (port
+	// 53, UDP), reachable there besides the loopback.
+	DNS []netip.Addr
 	// Connecting is told the local port of a socket the supervisor is
 	// about to connect to Proxy (bound first), so that the proxy accepts
 	// that connection, and only such connections, for this command.
@@ -43,13 +46,9 @@ const reasonEgress = "only the egress proxy is reachable: HTTP_PROXY, HTTPS_PROX
 // false for every other family, left to connect.
 func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict, handled bool) {
 	a := req.Args
-	alen := int(uint32(a[2]))
-	if alen < 2 || alen > sockaddrStorage {
-		return verdict{}, false
-	}
-	b, err := resolve.ReadBytes(int(req.Pid), a[1], alen)
-	if err != nil {
-		return verdict{errno: unix.EFAULT}, true
+	b, v, ok := readSockaddr(req, a[1], a[2])
+	if !ok {
+		return v, v != verdict{}
 	}
 	fam := binary.LittleEndian.Uint16(b)
 	if fam != unix.AF_INET && fam != unix.AF_INET6 {
@@ -66,10 +65,10 @@ func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict
 		return v
 	}
 	if n.egress.NetNS {
-		// The namespace's loopback is the sandbox's own: whatever the
-		// command makes of the address after this read, the kernel can
-		// take it nowhere else.
-		if dest.Addr().IsLoopback() {
+		// The namespace's loopback (and the stub resolver's addresses on
+		// it) are the sandbox's own: whatever the command makes of the
+		// address after this read, the kernel can take it nowhere else.
+		if n.egress.local(dest) {
 			return allow(), true
 		}
 		return refuse(), true
@@ -225,4 +224,49 @@ func (n *Notifier) targetSocket(req *seccomp.Notif, fd int) (sfd, dom int, v ver
 		return -1, 0, errnoVerdict(err, 0), false // ENOTSOCK
 	}
 	return sfd, dom, verdict{}, true
+}
+
+// local reports whether dest is the sandbox's own in its net namespace: a
+// loopback address, or port 53 of a stub resolver address.
+func (e *Egress) local(dest netip.AddrPort) bool {
+	return dest.Addr().IsLoopback() || dest.Port() == 53 && slices.Contains(e.DNS, dest.Addr())
+}
+
+// sendtoInet decides a sendto with an inet destination under an allowlist
+// (a DNS query without connect, as musl sends them): in a net namespace of
+// the command's own a local destination is the kernel's; anything else is
+// refused. handled is false for other families.
+func (n *Notifier) sendtoInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict, handled bool) {
+	a := req.Args
+	b, v, ok := readSockaddr(req, a[4], a[5])
+	if !ok {
+		return v, v != verdict{}
+	}
+	ap, ok := sockaddrInet(b)
+	if !ok {
+		return verdict{}, false
+	}
+	dest := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if n.egress.NetNS && n.egress.local(dest) {
+		return allow(), true
+	}
+	v = n.deny(rule, unix.EACCES, "", dest.String())
+	v.fact.Reason = reasonEgress
+	return v, true
+}
+
+// readSockaddr reads the socket address of length alen at addr from the
+// target. ok is false when it cannot: v is then the answer (EFAULT), or
+// the zero verdict for a length no inet address has (left to the caller's
+// other checks).
+func readSockaddr(req *seccomp.Notif, addr, alen uint64) (b []byte, v verdict, ok bool) {
+	n := int(uint32(alen))
+	if n < 2 || n > sockaddrStorage {
+		return nil, verdict{}, false
+	}
+	b, err := resolve.ReadBytes(int(req.Pid), addr, n)
+	if err != nil {
+		return nil, verdict{errno: unix.EFAULT}, false
+	}
+	return b, verdict{}, true
 }
