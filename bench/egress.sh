@@ -27,11 +27,9 @@ out_dir="${BENCH_OUT:-$repo/bench/results}"
 
 die() { echo "egress.sh: $*" >&2; exit 1; }
 
-go="${GO:-}"
-if [ -z "$go" ]; then
-  if command -v go >/dev/null 2>&1; then go=go; else go=/usr/local/go/bin/go; fi
-fi
-"$go" version >/dev/null 2>&1 || die "Go not found (set GO, or install Go 1.26 in /usr/local/go)"
+# shellcheck source=bench/lib.sh
+. "$repo/bench/lib.sh"
+find_go
 command -v python3 >/dev/null 2>&1 || die "python3 not found"
 mkdir -p "$out_dir" 2>/dev/null || out_dir="${TMPDIR:-/tmp}"
 raw="$out_dir/egress-$(date +%Y%m%d-%H%M%S).txt"

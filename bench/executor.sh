@@ -23,11 +23,9 @@ out_dir="${BENCH_OUT:-$repo/bench/results}"
 
 die() { echo "executor.sh: $*" >&2; exit 1; }
 
-go="${GO:-}"
-if [ -z "$go" ]; then
-  if command -v go >/dev/null 2>&1; then go=go; else go=/usr/local/go/bin/go; fi
-fi
-"$go" version >/dev/null 2>&1 || die "Go not found (set GO, or install Go 1.26 in /usr/local/go)"
+# shellcheck source=bench/lib.sh
+. "$repo/bench/lib.sh"
+find_go
 command -v python3 >/dev/null 2>&1 || die "python3 is missing (it reads the benchmark output)"
 command -v bwrap >/dev/null 2>&1 \
   || echo "executor.sh: bwrap is not installed: the bwrap baselines and x-bwrap ratios are left out (make bench-deps)" >&2
