@@ -1,10 +1,10 @@
 module github.com/dsh-sandbox/dsh-sandbox
 
-go 1.26.8
+go 1.25.0
 
 require (
 	github.com/seccomp/libseccomp-golang v0.11.1
-	golang.org/x/sys v0.50.0
+	golang.org/x/sys v0.47.0
 )
 
 require (

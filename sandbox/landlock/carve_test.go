@@ -9,12 +9,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-const anyWrite = fsWrite &^ unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+const anyWrite = fsWrite &^ accessFSResolveUnix
 
 // TestCarveProtected: with CarveProtected no rule with a write right covers
 // an existing protected path in the workspace, nor any directory on the way

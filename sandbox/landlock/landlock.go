@@ -72,7 +72,7 @@ const (
 	fsWrite = unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE | unix.LANDLOCK_ACCESS_FS_MAKE_CHAR |
 		unix.LANDLOCK_ACCESS_FS_MAKE_DIR | unix.LANDLOCK_ACCESS_FS_MAKE_REG | unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_MAKE_FIFO |
 		unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK | unix.LANDLOCK_ACCESS_FS_MAKE_SYM | unix.LANDLOCK_ACCESS_FS_REFER | unix.LANDLOCK_ACCESS_FS_TRUNCATE |
-		unix.LANDLOCK_ACCESS_FS_IOCTL_DEV | unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+		unix.LANDLOCK_ACCESS_FS_IOCTL_DEV | accessFSResolveUnix
 )
 
 // handledFS returns every filesystem right ABI v knows.
@@ -88,7 +88,7 @@ func handledFS(v int) uint64 {
 		h |= unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
 	}
 	if v >= 9 {
-		h |= unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+		h |= accessFSResolveUnix
 	}
 	return h
 }
@@ -196,13 +196,13 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 			rs.netPorts = o.ConnectTCP
 		}
 		if v >= 10 {
-			rs.handledNet |= unix.LANDLOCK_ACCESS_NET_BIND_UDP | unix.LANDLOCK_ACCESS_NET_CONNECT_SEND_UDP
+			rs.handledNet |= accessNetBindUDP | accessNetConnectSendUDP
 		}
 		if v >= 6 {
 			rs.scoped |= unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 		}
 	} else {
-		rs.handledFS &^= unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+		rs.handledFS &^= accessFSResolveUnix
 	}
 	if v >= 6 {
 		rs.scoped |= unix.LANDLOCK_SCOPE_SIGNAL
@@ -242,7 +242,7 @@ func (rs Ruleset) Build() (*os.File, error) {
 	if rs.features.ABI < 1 {
 		return nil, ErrUnavailable
 	}
-	attr := unix.LandlockRulesetAttr{Handled_access_fs: rs.handledFS, Handled_access_net: rs.handledNet, Scoped: rs.scoped}
+	attr := rulesetAttr{handledAccessFS: rs.handledFS, handledAccessNet: rs.handledNet, scoped: rs.scoped}
 	fd, err := createRuleset(&attr, rulesetAttrSize(rs.features.ABI))
 	if err != nil {
 		return nil, fmt.Errorf("landlock_create_ruleset: %w", err)

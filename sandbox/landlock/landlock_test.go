@@ -28,7 +28,7 @@ func TestForABIDowngrade(t *testing.T) {
 		{9, true, true, true, true, unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP,
 			unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL},
 		{10, true, true, true, true, unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP |
-			unix.LANDLOCK_ACCESS_NET_BIND_UDP | unix.LANDLOCK_ACCESS_NET_CONNECT_SEND_UDP,
+			accessNetBindUDP | accessNetConnectSendUDP,
 			unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | unix.LANDLOCK_SCOPE_SIGNAL},
 	} {
 		rs := ForABI(p, tc.abi)
@@ -37,7 +37,7 @@ func TestForABIDowngrade(t *testing.T) {
 		assert.Equal(t, tc.refer, has(unix.LANDLOCK_ACCESS_FS_REFER), "abi %d refer", tc.abi)
 		assert.Equal(t, tc.trunc, has(unix.LANDLOCK_ACCESS_FS_TRUNCATE), "abi %d truncate", tc.abi)
 		assert.Equal(t, tc.ioctl, has(unix.LANDLOCK_ACCESS_FS_IOCTL_DEV), "abi %d ioctl", tc.abi)
-		assert.Equal(t, tc.rsu, has(unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX), "abi %d resolve-unix", tc.abi)
+		assert.Equal(t, tc.rsu, has(accessFSResolveUnix), "abi %d resolve-unix", tc.abi)
 		assert.Equal(t, tc.net, rs.handledNet, "abi %d net", tc.abi)
 		assert.Equal(t, tc.scoped, rs.scoped, "abi %d scopes", tc.abi)
 		assert.Equal(t, tc.abi, rs.Features().ABI)
@@ -52,7 +52,7 @@ func TestNetworkAllowedHandlesNoNet(t *testing.T) {
 	rs := ForABI(modes.Policy{Mode: modes.ReadOnly, Network: true}, 10)
 	assert.Zero(t, rs.handledNet)
 	assert.Equal(t, uint64(unix.LANDLOCK_SCOPE_SIGNAL), rs.scoped, "signals stay scoped")
-	assert.Zero(t, rs.handledFS&unix.LANDLOCK_ACCESS_FS_RESOLVE_UNIX)
+	assert.Zero(t, rs.handledFS&accessFSResolveUnix)
 }
 
 func TestReadOnlyHasNoWritableDirRule(t *testing.T) {
@@ -88,4 +88,13 @@ func TestABIMatchesKernel(t *testing.T) {
 	assert.GreaterOrEqual(t, v, 1)
 	assert.Equal(t, 8, int(rulesetAttrSize(1)))
 	assert.Equal(t, 24, int(rulesetAttrSize(7)))
+}
+
+// The ruleset attribute passed to an ABI-10 kernel is the full struct
+// landlock_ruleset_attr of that ABI (six 64-bit fields); older ABIs get the
+// prefix they know.
+func TestRulesetAttrSize(t *testing.T) {
+	assert.Equal(t, uintptr(48), rulesetAttrSize(10))
+	assert.Equal(t, uintptr(24), rulesetAttrSize(9))
+	assert.Equal(t, uintptr(8), rulesetAttrSize(1))
 }

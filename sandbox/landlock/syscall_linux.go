@@ -32,10 +32,30 @@ func rulesetAttrSize(v int) uintptr {
 	case v < 10:
 		return 24
 	}
-	return unsafe.Sizeof(unix.LandlockRulesetAttr{})
+	return unsafe.Sizeof(rulesetAttr{})
 }
 
-func createRuleset(attr *unix.LandlockRulesetAttr, size uintptr) (int, error) {
+// rulesetAttr is struct landlock_ruleset_attr as of ABI 10. It is declared
+// here rather than taken from golang.org/x/sys/unix, whose versions that have
+// the later fields (and the constants below) require Go 1.26: the module's go
+// line stays at the oldest Go that builds it.
+type rulesetAttr struct {
+	handledAccessFS  uint64
+	handledAccessNet uint64
+	scoped           uint64
+	quietAccessFS    uint64
+	quietAccessNet   uint64
+	quietScoped      uint64
+}
+
+// Access rights of later ABIs, from the kernel's uapi/linux/landlock.h.
+const (
+	accessFSResolveUnix     = 1 << 16 // LANDLOCK_ACCESS_FS_RESOLVE_UNIX (ABI 9)
+	accessNetBindUDP        = 1 << 2  // LANDLOCK_ACCESS_NET_BIND_UDP (ABI 10)
+	accessNetConnectSendUDP = 1 << 3  // LANDLOCK_ACCESS_NET_CONNECT_SEND_UDP (ABI 10)
+)
+
+func createRuleset(attr *rulesetAttr, size uintptr) (int, error) {
 	r, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(attr)), size, 0)
 	if e != 0 {
 		return -1, e
