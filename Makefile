@@ -11,6 +11,13 @@
 #   make bench-deps  install bubblewrap, hyperfine and curl when missing
 #   make bench       spawn-overhead benchmark of the CLI (bench/spawn.sh), the executor
 #                    benchmarks (bench/executor.sh) and the egress proxy's (bench/egress.sh)
+#   make install     build and install dsh-sandbox-run (and dsh-sandbox-mcp when cmd/dsh-sandbox-mcp
+#                    exists), the landlock-run link and the man page under PREFIX (/usr/local);
+#                    DESTDIR stages it, STATIC=1 installs the static build
+#   make uninstall   remove what make install installed (same PREFIX, DESTDIR)
+#   make static      a fully static bin/dsh-sandbox-run (libseccomp.a, glibc), checked with readelf
+#   make check-static  make static, then run the static binary: --probe, a confined command, a denial
+#   make check-install make install into a temporary DESTDIR and check it, then make uninstall
 #   make clean       remove build output
 #   make vm-deps     install what make vm-test needs (qemu-system-x86, busybox-static, kmod, cpio)
 #   make vm-test     boot a Debian kernel in QEMU (KERNEL=6.1, Landlock ABI 2, or 6.12, ABI 6) and
@@ -20,6 +27,7 @@
 # Environment passed through to the tests: DSH_REQUIRE_LANDLOCK, DSH_TEST_USER.
 
 SHELL := /bin/bash
+comma := ,
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := build
 .DELETE_ON_ERROR:
@@ -35,6 +43,20 @@ TEST_TIMEOUT ?= 20m
 GOTESTFLAGS ?=
 STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME    ?= 30s
+
+# make install: PREFIX, BINDIR, MANDIR; DESTDIR for a staged install (packages).
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+DESTDIR     ?=
+INSTALL     ?= install
+MCP_BIN     := bin/dsh-sandbox-mcp
+# The MCP server is built and installed when its command is in the tree.
+HAVE_MCP    := $(wildcard cmd/dsh-sandbox-mcp)
+# make static, or STATIC=1 for build and install: link fully static (libseccomp.a from
+# libseccomp-dev, glibc's libc.a); netgo and osusergo keep the Go side off glibc's NSS.
+STATIC_FLAGS := -tags osusergo,netgo -ldflags '-extldflags -static'
+BUILD_FLAGS  := $(if $(filter 1,$(STATIC)),$(STATIC_FLAGS))
 
 # sudo only when not root (and only for apt-get).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -68,7 +90,8 @@ else \
 fi
 endef
 
-.PHONY: all deps test-deps bench-deps build demo test lint fuzz bench clean vm-deps vm-test
+.PHONY: all deps test-deps bench-deps build demo test lint fuzz bench clean vm-deps vm-test \
+	install uninstall static check-static check-install
 
 all: build
 
@@ -109,9 +132,65 @@ bench-deps:
 	fi
 
 build: deps
-	CGO_ENABLED=1 $(GO) build -o $(BIN) ./cmd/dsh-sandbox-run
+	CGO_ENABLED=1 $(GO) build $(BUILD_FLAGS) -o $(BIN) ./cmd/dsh-sandbox-run
 
-test: deps test-deps build
+install: build
+ifneq ($(HAVE_MCP),)
+	CGO_ENABLED=1 $(GO) build $(BUILD_FLAGS) -o $(MCP_BIN) ./cmd/dsh-sandbox-mcp
+endif
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	$(INSTALL) -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/dsh-sandbox-run
+ifneq ($(HAVE_MCP),)
+	$(INSTALL) -m 0755 $(MCP_BIN) $(DESTDIR)$(BINDIR)/dsh-sandbox-mcp
+endif
+	ln -sfn dsh-sandbox-run $(DESTDIR)$(BINDIR)/landlock-run
+	$(INSTALL) -m 0644 docs/dsh-sandbox-run.1 $(DESTDIR)$(MANDIR)/man1/dsh-sandbox-run.1
+	ln -sfn dsh-sandbox-run.1 $(DESTDIR)$(MANDIR)/man1/landlock-run.1
+
+# The landlock-run links go only where they are ours (a link to dsh-sandbox-run).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/dsh-sandbox-run $(DESTDIR)$(BINDIR)/dsh-sandbox-mcp \
+	  $(DESTDIR)$(MANDIR)/man1/dsh-sandbox-run.1
+	@for l in $(DESTDIR)$(BINDIR)/landlock-run:dsh-sandbox-run $(DESTDIR)$(MANDIR)/man1/landlock-run.1:dsh-sandbox-run.1; do \
+	  if [ "$$(readlink "$${l%:*}" 2>/dev/null)" = "$${l##*:}" ]; then echo "rm -f $${l%:*}"; rm -f "$${l%:*}"; fi; \
+	done
+
+static: deps
+	CGO_ENABLED=1 $(GO) build $(STATIC_FLAGS) -o $(BIN) ./cmd/dsh-sandbox-run
+	@if readelf -lW $(BIN) | grep -q 'program interpreter' || readelf -dW $(BIN) | grep -q '(NEEDED)'; then \
+	  echo "static: $(BIN) is dynamically linked:" >&2; readelf -dW $(BIN) | grep NEEDED >&2 || true; exit 1; \
+	fi
+	@echo "static: $(BIN): $$(if command -v file >/dev/null 2>&1; then file -b $(BIN) | cut -d, -f1-5; else echo 'no program interpreter, no shared libraries'; fi)"
+
+# The static binary confines as the dynamic one: the probe, a confined command, a denied write
+# reported as a fact (read-only mode: not even /tmp is writable).
+check-static: static
+	@set -euo pipefail; d="$$(mktemp -d)"; trap 'rm -rf "$$d"' EXIT; \
+	$(BIN) --version; $(BIN) --probe; \
+	out="$$($(BIN) --workspace "$$d" -- bash -c 'echo ok')"; \
+	[ "$$out" = ok ] || { echo "check-static: a confined echo printed '$$out'" >&2; exit 1; }; \
+	rc=0; $(BIN) --workspace "$$d" --report "$$d/report.json" --quiet -- bash -c 'echo x > "$$1"' bash "$$d/denied" 2>/dev/null || rc=$$?; \
+	[ "$$rc" != 0 ] && [ ! -e "$$d/denied" ] || { echo "check-static: the write outside the roots went through (exit $$rc)" >&2; exit 1; }; \
+	grep -q '"op": "write"' "$$d/report.json" || { echo "check-static: no write denial in the report:" >&2; cat "$$d/report.json" >&2; exit 1; }; \
+	echo "check-static: the static $(BIN) confines (echo ok, a denied write reported as a fact)"
+
+# make install into a temporary DESTDIR: the binaries, the landlock-run link, the man page; then
+# make uninstall leaves nothing behind.
+check-install: build
+	@set -euo pipefail; d="$$(mktemp -d)"; trap 'rm -rf "$$d"' EXIT; \
+	$(MAKE) --no-print-directory install DESTDIR="$$d" PREFIX=/usr >/dev/null; \
+	b="$$d/usr/bin"; m="$$d/usr/share/man/man1"; \
+	[ -x "$$b/dsh-sandbox-run" ] && [ "$$(readlink "$$b/landlock-run")" = dsh-sandbox-run ] && [ -f "$$m/dsh-sandbox-run.1" ] \
+	  && [ "$$(readlink "$$m/landlock-run.1")" = dsh-sandbox-run.1 ] || { echo "check-install: missing from $$d:" >&2; find "$$d" >&2; exit 1; }; \
+	if [ -n "$(HAVE_MCP)" ] && [ ! -x "$$b/dsh-sandbox-mcp" ]; then echo "check-install: no dsh-sandbox-mcp" >&2; exit 1; fi; \
+	"$$b/dsh-sandbox-run" --version >/dev/null; \
+	if command -v groff >/dev/null 2>&1; then w="$$(groff -man -ww -z "$$m/dsh-sandbox-run.1" 2>&1)"; \
+	  [ -z "$$w" ] || { echo "check-install: groff warns about the man page: $$w" >&2; exit 1; }; fi; \
+	$(MAKE) --no-print-directory uninstall DESTDIR="$$d" PREFIX=/usr >/dev/null; \
+	left="$$(find "$$d" ! -type d)"; [ -z "$$left" ] || { echo "check-install: make uninstall left: $$left" >&2; exit 1; }; \
+	echo "check-install: make install put dsh-sandbox-run$(if $(HAVE_MCP),$(comma) dsh-sandbox-mcp), the landlock-run link and the man page in DESTDIR; make uninstall removed them"
+
+test: deps test-deps build check-install
 	@echo "test: $$($(GO) version); DSH_REQUIRE_LANDLOCK=$${DSH_REQUIRE_LANDLOCK:-} DSH_TEST_USER=$${DSH_TEST_USER:-}"
 	@echo "test: gofmt -l"
 	@unformatted="$$(find . \( -path ./.git -o -path ./bin -o -path ./vendor -o -name testdata \) -prune \
