@@ -1,3 +1,5 @@
+//go:build linux
+
 package integration
 
 // Hardening of the executor and of sandbox.Cmd: standard streams that are

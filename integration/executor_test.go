@@ -1,3 +1,5 @@
+//go:build linux
+
 package integration
 
 // Integration tests of the Go sandbox executor (sandbox.Executor), the seam of

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package integration is the adversarial integration suite for dsh-sandbox-run
 // and the sandbox Executor.
 //

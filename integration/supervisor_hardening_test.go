@@ -1,3 +1,5 @@
+//go:build linux
+
 package integration
 
 // The supervisor runs outside the sandbox, so nothing a command does may make

@@ -60,5 +60,15 @@
 // sandbox, then runner, supervisor and audit, then resolve, proc, facts and
 // mountplan, then sandbox/landlock, sandbox/seccomp and sandbox/modes.
 //
+// # Platforms
+//
+// The sandbox confines on Linux only. The package compiles everywhere, with
+// the same shared types ([Report], [Denial], [Request], [RunResult],
+// [ProbeReport], modes.Policy, ...), so that a cross-platform harness can
+// link it: off Linux, [NewExecutor] and the Executor's methods return
+// [ErrUnsupported], [Cmd.Start] a [*SetupError] wrapping it, and
+// [ProbeWith] a report that is not Confined, with its message as every
+// mode's error.
+//
 // docs/DESIGN.md has the threat model and the layer-by-layer coverage.
 package sandbox

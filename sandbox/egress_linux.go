@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -65,9 +64,6 @@ type EgressProxy struct {
 func NewEgressProxy() *EgressProxy {
 	return &EgressProxy{expect: map[uint16]*egressSession{}}
 }
-
-// ErrEgressClosed is returned for a command started on a closed EgressProxy.
-var ErrEgressClosed = errors.New("sandbox: the egress proxy is closed")
 
 // address returns the host listener's address, listening first if needed.
 func (e *EgressProxy) address() (netip.AddrPort, error) {

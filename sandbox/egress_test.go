@@ -71,7 +71,8 @@ func TestStubResolverSkipsWhatTheNamespaceRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	c := &Cmd{Policy: p, Args: []string{"getent", "ahostsv4", "a.test"}, Stdout: out, resolvConf: conf}
+	c := &Cmd{Policy: p, Args: []string{"getent", "ahostsv4", "a.test"}, Stdout: out}
+	c.resolvConf = conf
 	res, err := c.Run()
 	if err != nil {
 		t.Fatal(err)

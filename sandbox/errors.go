@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -71,6 +72,28 @@ var ErrAborted = errors.New("command aborted")
 
 // ErrClosed is returned by an Executor after Close.
 var ErrClosed = errors.New("sandbox: executor closed")
+
+// ErrEgressClosed is returned for a command started on a closed EgressProxy.
+var ErrEgressClosed = errors.New("sandbox: the egress proxy is closed")
+
+// ErrUnsupported is matched (errors.Is) by the error of every entry point
+// that would run a command on a platform the sandbox does not support: it
+// confines with Landlock, seccomp and namespaces, so it runs on Linux only.
+// The package compiles everywhere, so that a cross-platform harness can link
+// it and get this error at run time: off Linux, NewExecutor returns it,
+// Cmd.Start returns a *SetupError wrapping it, and Probe reports
+// Confined false with its message as every mode's error. It is
+// errors.ErrUnsupported, so code that checks the standard one matches too.
+var ErrUnsupported error = unsupportedError{}
+
+type unsupportedError struct{}
+
+func (unsupportedError) Error() string {
+	return "sandbox: unsupported platform " + runtime.GOOS + ": dsh-sandbox confines commands on Linux only"
+}
+
+// Is reports whether target is errors.ErrUnsupported.
+func (unsupportedError) Is(target error) bool { return target == errors.ErrUnsupported }
 
 // ErrInvalidRequest is wrapped by every error Resolve returns for a request
 // it refuses.

@@ -6,8 +6,6 @@ import (
 	"os"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -110,7 +108,7 @@ func (r Report) Overwrite(f *os.File) error {
 
 // SignalName returns the conventional name of sig, e.g. "SIGKILL".
 func SignalName(sig syscall.Signal) string {
-	if n := unix.SignalName(sig); n != "" {
+	if n := signalName(sig); n != "" {
 		return n
 	}
 	return "SIG" + sig.String()

@@ -31,9 +31,9 @@ func openReport(path string) (*reportFile, error) {
 	if path == "" {
 		return nil, nil
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC | syscall.O_NOCTTY | syscall.O_NONBLOCK
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC | oNoctty | oNonblock
 	if !systemLink(path) {
-		flags |= syscall.O_NOFOLLOW
+		flags |= oNofollow
 	}
 	f, err := os.OpenFile(path, flags, 0o644)
 	if errors.Is(err, syscall.ELOOP) {

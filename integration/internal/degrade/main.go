@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command degrade simulates a degraded host for one program: it loads a
 // seccomp filter (default allow), then execs PROGRAM.
 //

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command harness drives a sandbox.Executor from a JSON spec, so that the
 // integration suite can run the executor on the real kernel as root and as an
 // unprivileged user, and can kill the process that hosts it. It is its own

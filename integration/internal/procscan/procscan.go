@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package procscan finds host processes by their command line, for the
 // integration suite and its executor harness (no survivor checks).
 package procscan

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command racer races the supervisor's pre-denial of a path, as a command
 // determined to plant a file at a protected path that does not exist would:
 // one thread keeps flipping a path buffer between DECOY and TARGET (names of

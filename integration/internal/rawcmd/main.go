@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command rawcmd runs a command under a hand-built policy with sandbox.Cmd,
 // so that the integration suite can check on the real kernel that Start
 // refuses an inconsistent policy. It is its own sandbox runner.

@@ -17,21 +17,6 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// Mechanisms that enforce limits.
-const (
-	CgroupV1 = "cgroup-v1"
-	CgroupV2 = "cgroup-v2"
-	Rlimit   = "rlimit" // RLIMIT_NPROC in the command's user namespace: pids only
-	None     = "none"
-)
-
-// Names of the limits, in Hit.Limit and the sandbox's missing names.
-const (
-	Pids   = "pids"
-	Memory = "memory"
-	CPU    = "cpu"
-)
-
 // cpuPeriod is the CFS period the CPU quota is a share of (100 ms).
 const cpuPeriod = 100000
 
@@ -49,20 +34,6 @@ type Group struct {
 	paths  map[string]string
 	limits modes.Limits
 	swap   bool // v1: the memory limit covers swap too (memsw)
-}
-
-// Usage is what a command used, as far as its mechanism measures it (nil:
-// unknown).
-type Usage struct {
-	PeakMemoryBytes *int64 `json:"peak_memory_bytes"`
-	CPUTimeMs       *int64 `json:"cpu_time_ms"`
-	PeakPids        *int64 `json:"peak_pids"`
-}
-
-// Hit is a limit the command ran into: Count times (OOM kills, refused forks).
-type Hit struct {
-	Limit string
-	Count int
 }
 
 // Create makes a cgroup named name for limits l: a child of this process's

@@ -1,13 +1,7 @@
 package runner
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
 	"strings"
-	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // The runner is this binary re-executed with argv[0] Arg0, EnvVar=1
@@ -62,11 +56,6 @@ func SpecTokens(opts [][2]string, plan []string) []byte {
 	return b
 }
 
-// SendBytes sends one message, with oob (e.g. unix.UnixRights) attached.
-func SendBytes(f *os.File, b, oob []byte) error {
-	return unix.Sendmsg(int(f.Fd()), b, oob, nil, 0)
-}
-
 // Message kinds sent by the runner.
 const (
 	MsgInit     = "init"     // the pid-namespace init's pid, seen from outside
@@ -110,54 +99,6 @@ type Msg struct {
 	MountView int `json:"mount_view,omitempty"`
 	// NetNS (listener): 1 when the command has a net namespace of its own.
 	NetNS int `json:"netns,omitempty"`
-}
-
-// SendMsg sends m as JSON, with fd attached when it is not -1.
-func SendMsg(f *os.File, m any, fd int) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	var oob []byte
-	if fd >= 0 {
-		oob = unix.UnixRights(fd)
-	}
-	return unix.Sendmsg(int(f.Fd()), b, oob, nil, 0)
-}
-
-// RecvMsg reads one message; fd is -1 unless the message carried one.
-// io.EOF-like closure is reported as ErrClosed.
-func RecvMsg(f *os.File, v any) (fd int, err error) {
-	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(4))
-	for {
-		n, oobn, _, _, err := unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return -1, err
-		}
-		if n == 0 {
-			return -1, ErrClosed
-		}
-		fd = -1
-		if oobn > 0 {
-			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-			if err == nil && len(msgs) > 0 {
-				if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) > 0 {
-					fd = fds[0]
-				}
-			}
-		}
-		if err := json.Unmarshal(buf[:n], v); err != nil {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
-			return -1, fmt.Errorf("control message: %w", err)
-		}
-		return fd, nil
-	}
 }
 
 type closedError struct{}

@@ -1,0 +1,104 @@
+package sandbox
+
+import (
+	"os"
+	"syscall"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// SetupError reports that the sandbox could not be set up: the command never
+// ran. Detail is one line saying why.
+type SetupError struct {
+	Detail string
+	// Err is the cause when callers may branch on it (e.g.
+	// modes.ErrInvalidPolicy), or nil.
+	Err error
+}
+
+func (e *SetupError) Error() string { return e.Detail }
+
+// Unwrap returns the cause, or nil.
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// ExecError reports that the sandbox was set up but the command itself could
+// not be started (its execve failed): Detail is "<argv0>: <reason>".
+type ExecError struct {
+	Detail string
+	Err    syscall.Errno
+}
+
+func (e *ExecError) Error() string { return e.Detail }
+
+// Unwrap returns the execve errno, so errors.Is(err, fs.ErrNotExist) holds
+// for a missing command.
+func (e *ExecError) Unwrap() error { return e.Err }
+
+// Result is how a sandboxed command ended and what the sandbox saw.
+type Result struct {
+	// ExitCode is the command's exit status, or 128+N when it died of signal N.
+	ExitCode int
+	// Signal is the signal that killed the command, or 0.
+	Signal syscall.Signal
+	// Denials are the facts the supervisor recorded, in first-seen order:
+	// at most MaxDenials distinct ones.
+	Denials []Denial
+	// DenialsDropped counts the denied calls not in Denials because
+	// MaxDenials distinct denials were already kept.
+	DenialsDropped int
+	// Enforcement is how the command was confined.
+	Enforcement Enforcement
+	// Usage is what the command used, where the host measures it (a
+	// cgroup of its own); nil otherwise.
+	Usage *Usage
+	// RunnerLost says why, when the runner died of a signal Kill did not
+	// send before it could report the command's status (then Signal is the
+	// runner's). The command's session was killed with it.
+	RunnerLost string
+}
+
+// Cmd is a command to run under a sandbox policy. Fill the fields, then call
+// Start and Wait (or Run), like os/exec.
+type Cmd struct {
+	Policy modes.Policy
+	// Path is the file to execute; "" means Args[0], looked up in the PATH
+	// of Env when it has no slash.
+	Path string
+	// Args is the command's argv.
+	Args []string
+	// Env is the command's environment; nil means os.Environ().
+	Env []string
+	// Dir is the working directory; "" means the current directory.
+	Dir string
+	// Stdin, Stdout and Stderr are given to the command as fds 0, 1 and 2;
+	// nil means /dev/null.
+	Stdin, Stdout, Stderr *os.File
+	// ExtraFiles are more open files for the command, like os/exec's: entry
+	// i becomes fd 3+i (no entry may be nil). Every other fd above 2 is
+	// closed in the command. Cmd does not close them.
+	ExtraFiles []*os.File
+	// Runner is the binary re-executed as the runner: any binary that
+	// links this package. "" means this executable (/proc/self/exe).
+	Runner string
+	// LandlockABI, when positive, caps the Landlock ABI the sandbox uses
+	// (0: the kernel's): the command is confined as on an older kernel,
+	// with every compensation and every missing guarantee that kernel
+	// gets. It never removes Landlock; it cannot raise the kernel's ABI.
+	LandlockABI int
+	// Proxy is the egress proxy a policy with a network allowlist reaches
+	// the network through (shared by many commands, see EgressProxy); nil
+	// gives the command one of its own, closed when it ends.
+	Proxy *EgressProxy
+
+	// cmdState is the started command's state, per platform (off Linux,
+	// Start only returns ErrUnsupported).
+	cmdState
+}
+
+// Run starts c and waits for it.
+func (c *Cmd) Run() (*Result, error) {
+	if err := c.Start(); err != nil {
+		return nil, err
+	}
+	return c.Wait()
+}

@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// ProbeReport says what this host can enforce. It is the JSON document of
+// dsh-sandbox-run --probe --json.
+type ProbeReport struct {
+	Version    int                  `json:"version"`
+	Landlock   LandlockProbe        `json:"landlock"`
+	Seccomp    SeccompProbe         `json:"seccomp"`
+	Namespaces NamespaceProbe       `json:"namespaces"`
+	Modes      map[string]ModeProbe `json:"modes"`
+	// Limits is what enforces the default resource limits of a
+	// workspace-write command (LimitsCgroupV1, LimitsCgroupV2,
+	// LimitsRlimit, LimitsNone); each mode's own is in Modes.
+	Limits string `json:"limits"`
+	// Allowlist is how a network allowlist (modes.Allowlist) is held here:
+	// AllowlistNetNS, AllowlistSupervisor (with Landlock's TCP rules, ABI
+	// 4), AllowlistSupervisorOnly (egress-landlock missing) or
+	// AllowlistUnavailable.
+	Allowlist string `json:"allowlist"`
+	// Confined is true when both confined modes can run.
+	Confined bool `json:"confined"`
+}
+
+// LandlockProbe is the Landlock part of a ProbeReport.
+type LandlockProbe struct {
+	// ABI is the ABI the sandbox uses: the kernel's, or less when capped
+	// (ProbeOptions.LandlockABI, --landlock-abi), then KernelABI says the
+	// kernel's.
+	ABI       int      `json:"abi"`
+	KernelABI int      `json:"kernel_abi,omitempty"`
+	Features  []string `json:"features"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// SeccompProbe is the seccomp part of a ProbeReport.
+type SeccompProbe struct {
+	Available bool `json:"available"`
+	Notify    bool `json:"notify"`
+}
+
+// NamespaceProbe says which namespaces a sandbox gets on this host, and
+// why not when it gets none.
+type NamespaceProbe struct {
+	Namespaces
+	Error string `json:"error,omitempty"`
+}
+
+// ModeProbe is how one mode would be enforced.
+type ModeProbe struct {
+	Enforcement string   `json:"enforcement"`
+	Layers      []string `json:"layers"`
+	Missing     []string `json:"missing"`
+	Limits      string   `json:"limits,omitempty"`
+	Reasons     []string `json:"reasons,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+// Probe finds out what this host can enforce by doing it: it runs `true`
+// under each confined mode (workspace: ws) with runner as the runner binary
+// ("" for this executable), and reports the layers each got.
+func Probe(runner, ws string) ProbeReport {
+	return ProbeWith(ProbeOptions{Runner: runner, Workspace: ws})
+}
+
+// How a network allowlist is held (ProbeReport.Allowlist).
+const (
+	AllowlistNetNS          = "net-namespace"   // the proxy's listener in the command's own net namespace is its only route
+	AllowlistSupervisor     = "supervisor"      // the supervisor connects inet sockets to the proxy only, Landlock limits TCP ports
+	AllowlistSupervisorOnly = "supervisor-only" // the same without Landlock's TCP rules (ABI < 4)
+	AllowlistUnavailable    = "unavailable"     // no seccomp user notification: an allowlist is refused
+)
+
+// ProbeOptions are the inputs of ProbeWith.
+type ProbeOptions struct {
+	Runner    string // the runner binary; "" for this executable
+	Workspace string // the workspace of the probing commands
+	// LandlockABI caps the Landlock ABI as Cmd.LandlockABI does.
+	LandlockABI int
+}
+
+// WriteText prints the report in the human-readable form of
+// dsh-sandbox-run --probe.
+func (r ProbeReport) WriteText(w io.Writer) {
+	if r.Landlock.Error != "" {
+		fmt.Fprintf(w, "landlock: no (%s)\n", r.Landlock.Error)
+	} else {
+		capped := ""
+		if r.Landlock.KernelABI != 0 {
+			capped = fmt.Sprintf(", capped: the kernel has abi %d", r.Landlock.KernelABI)
+		}
+		fmt.Fprintf(w, "landlock: abi %d (%s%s)\n", r.Landlock.ABI, strings.Join(r.Landlock.Features, ", "), capped)
+	}
+	fmt.Fprintf(w, "seccomp: %s (user notification: %s)\n", yesNo(r.Seccomp.Available), yesNo(r.Seccomp.Notify))
+	n := r.Namespaces
+	fmt.Fprintf(w, "namespaces: user %s, mount %s, pid %s, net %s, ipc %s, uts %s", yesNo(n.User), yesNo(n.Mount),
+		yesNo(n.PID), yesNo(n.Net), yesNo(n.IPC), yesNo(n.UTS))
+	if n.Error != "" {
+		fmt.Fprintf(w, " (%s)", n.Error)
+	}
+	fmt.Fprintln(w)
+	switch r.Limits {
+	case LimitsCgroupV1, LimitsCgroupV2:
+		fmt.Fprintf(w, "limits: %s (pids, memory+swap, cpu)\n", r.Limits)
+	case LimitsRlimit:
+		fmt.Fprintf(w, "limits: %s (pids only: RLIMIT_NPROC in the user namespace)\n", r.Limits)
+	case "":
+	default:
+		fmt.Fprintf(w, "limits: %s\n", r.Limits)
+	}
+	switch r.Allowlist {
+	case AllowlistNetNS:
+		fmt.Fprintln(w, "allowlist: net-namespace (the egress proxy is the command's only route)")
+	case AllowlistSupervisor:
+		fmt.Fprintln(w, "allowlist: supervisor (inet connects reach only the egress proxy; Landlock tcp rules)")
+	case AllowlistSupervisorOnly:
+		fmt.Fprintln(w, "allowlist: supervisor-only (inet connects reach only the egress proxy; missing: egress-landlock)")
+	case AllowlistUnavailable:
+		fmt.Fprintln(w, "allowlist: unavailable (needs seccomp user notification)")
+	}
+	for _, m := range modes.All() {
+		mp := r.Modes[m.String()]
+		switch {
+		case mp.Enforcement == LevelNone:
+			fmt.Fprintf(w, "%s: unconfined\n", m)
+		case mp.Error != "":
+			fmt.Fprintf(w, "%s: unavailable (%s)\n", m, mp.Error)
+		case len(mp.Missing) > 0:
+			fmt.Fprintf(w, "%s: %s (missing: %s)\n", m, mp.Enforcement, strings.Join(mp.Missing, ", "))
+		default:
+			fmt.Fprintf(w, "%s: %s\n", m, mp.Enforcement)
+		}
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

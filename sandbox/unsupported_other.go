@@ -1,0 +1,138 @@
+//go:build !linux
+
+package sandbox
+
+// Off Linux the package compiles so that a cross-platform harness can link
+// it, but nothing runs: every entry point that would start a command
+// returns ErrUnsupported (see its doc), and the shared types (Policy,
+// Report, Denial, Request, RunResult, ProbeReport, ...) are the same as on
+// Linux.
+
+import (
+	"context"
+	"errors"
+	"os"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// errNotStarted is what the methods of a Cmd that never started return.
+var errNotStarted = errors.New("sandbox: not started")
+
+// cmdState is empty off Linux: no Cmd ever starts.
+type cmdState struct{}
+
+// Start returns a *SetupError wrapping ErrUnsupported: the command never runs.
+func (c *Cmd) Start() error {
+	return &SetupError{Detail: ErrUnsupported.Error(), Err: ErrUnsupported}
+}
+
+// Wait returns an error: off Linux no Cmd is ever started.
+func (c *Cmd) Wait() (*Result, error) { return nil, errNotStarted }
+
+// Signal returns an error: off Linux no Cmd is ever started.
+func (c *Cmd) Signal(os.Signal) error { return errNotStarted }
+
+// Kill returns an error: off Linux no Cmd is ever started.
+func (c *Cmd) Kill() error { return errNotStarted }
+
+// Pid is 0: off Linux no Cmd is ever started.
+func (c *Cmd) Pid() int { return 0 }
+
+// EgressProxy is the egress proxy of the commands whose policy has a network
+// allowlist. Off Linux no command uses one: it never listens.
+type EgressProxy struct{}
+
+// NewEgressProxy returns a proxy; off Linux no command can use it.
+func NewEgressProxy() *EgressProxy { return &EgressProxy{} }
+
+// Close does nothing off Linux: the proxy never listened.
+func (e *EgressProxy) Close() error { return nil }
+
+// Executor runs shell commands under a sandbox mode. Off Linux NewExecutor
+// never returns one.
+type Executor struct{}
+
+// NewExecutor returns ErrUnsupported off Linux.
+func NewExecutor(Config) (*Executor, error) { return nil, ErrUnsupported }
+
+// Mode is read-only: off Linux no Executor exists.
+func (e *Executor) Mode() modes.Mode { return modes.ReadOnly }
+
+// Network is false: off Linux no Executor exists.
+func (e *Executor) Network() bool { return false }
+
+// Allowlist is nil: off Linux no Executor exists.
+func (e *Executor) Allowlist() *modes.Allowlist { return nil }
+
+// Workspace is "": off Linux no Executor exists.
+func (e *Executor) Workspace() string { return "" }
+
+// SpillDir is "": off Linux no Executor exists.
+func (e *Executor) SpillDir() string { return "" }
+
+// Close does nothing off Linux.
+func (e *Executor) Close() error { return nil }
+
+// Resolve returns ErrUnsupported off Linux.
+func (e *Executor) Resolve(Request) (Resolved, error) { return Resolved{}, ErrUnsupported }
+
+// Run returns ErrUnsupported off Linux: nothing runs.
+func (e *Executor) Run(context.Context, Request) (*RunResult, error) { return nil, ErrUnsupported }
+
+// Start returns ErrUnsupported off Linux: nothing runs.
+func (e *Executor) Start(context.Context, Request) (*Process, error) { return nil, ErrUnsupported }
+
+// Process is a background command started by Executor.Start; off Linux
+// there is none.
+type Process struct{}
+
+// Pid is 0 off Linux.
+func (p *Process) Pid() int { return 0 }
+
+// Resolved is empty off Linux.
+func (p *Process) Resolved() Resolved { return Resolved{} }
+
+// Status is StatusExited off Linux.
+func (p *Process) Status() Status { return StatusExited }
+
+// Read returns nothing off Linux.
+func (p *Process) Read() Delta { return Delta{} }
+
+// Done is closed off Linux.
+func (p *Process) Done() <-chan struct{} { return closedChan }
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Wait returns ErrUnsupported off Linux.
+func (p *Process) Wait(context.Context) (*RunResult, error) { return nil, ErrUnsupported }
+
+// Result is nil off Linux.
+func (p *Process) Result() *RunResult { return nil }
+
+// Kill reports false off Linux: nothing runs.
+func (p *Process) Kill() bool { return false }
+
+// OnSettled never calls f off Linux: no process settles.
+func (p *Process) OnSettled(func(*RunResult)) {}
+
+// ProbeWith reports, off Linux, that nothing can be enforced: Confined is
+// false, every mode is unavailable with ErrUnsupported's message.
+func ProbeWith(ProbeOptions) ProbeReport {
+	msg := ErrUnsupported.Error()
+	r := ProbeReport{Version: 1, Modes: map[string]ModeProbe{}, Limits: LimitsNone, Allowlist: AllowlistUnavailable,
+		Landlock: LandlockProbe{Features: []string{}, Error: msg}, Namespaces: NamespaceProbe{Error: msg}}
+	for _, m := range modes.All() {
+		r.Modes[m.String()] = ModeProbe{Enforcement: LevelUnavailable, Layers: []string{}, Missing: []string{}, Error: msg}
+	}
+	return r
+}
+
+// KillOrphans does nothing off Linux: no command ran.
+func KillOrphans() {}
+
+// BecomeSubreaper returns ErrUnsupported off Linux.
+func BecomeSubreaper() error { return ErrUnsupported }
+
+// CloseOnExecFrom returns ErrUnsupported off Linux.
+func CloseOnExecFrom(int) error { return ErrUnsupported }
