@@ -19,8 +19,8 @@ var (
 // TestToolLayerEscalation drives the model-facing tool layer (the example
 // harness, as root and as the unprivileged user): a write denied in
 // read-only, reported with the denial marker and the escalation hint; the
-// same command retried with sandbox_permissions, approved on the terminal,
-// lands; the session's next call is back in read-only; a rejected
+// same command retried with sandbox_permissions, approved on a prompt that
+// shows the command, the mode change and the denial it follows, lands; the session's next call is back in read-only; a rejected
 // escalation runs nothing.
 func TestToolLayerEscalation(t *testing.T) {
 	if toolreplErr != nil {
@@ -53,7 +53,10 @@ func TestToolLayerEscalation(t *testing.T) {
 		got := out.String()
 		for _, want := range []string{
 			"[sandbox: file access denied under read-only mode]\n[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]\n[exit code: 1]",
-			"approval: session it, bash call call-2 asks to escalate sandbox to workspace-write: The file is the deliverable.",
+			"approval: session it, bash call call-2 asks to run\n  command:   echo a > a-" + n + "\n  about:     Write a file\n",
+			"\n  mode:      read-only -> workspace-write\n  because:   The file is the deliverable.\n  last run:  denied write ",
+			"/a-" + n + " (read-only mode)\nallow once? [y/n] ",
+			"approval: session it, bash call call-4 asks to run\n  command:   echo c > c-" + n + "\n",
 			"Error: the user rejected escalating this command to \"workspace-write\"",
 		} {
 			if !strings.Contains(got, want) {

@@ -17,17 +17,6 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// SyscallProxy is the Syscall of a denial the egress proxy made: a
-// destination a command asked the proxy for that the allowlist refuses.
-const SyscallProxy = "proxy"
-
-// OpResolve and SyscallDNS name a denial of the stub resolver of a
-// command's net namespace: a name the allowlist refuses, looked up.
-const (
-	OpResolve  = "resolve"
-	SyscallDNS = "dns"
-)
-
 // resolvConf is where the nameservers are read from.
 const resolvConf = "/etc/resolv.conf"
 

@@ -13,3 +13,18 @@ type Denial = facts.Denial
 // (Result.DenialsDropped), so a command denied on millions of distinct paths
 // cannot grow the supervisor's memory or the report without bound.
 const MaxDenials = facts.MaxDenials
+
+// OpLimit is the op of a resource-limit fact (a limit the command hit, not
+// a denial: it does not set Facts.Denied).
+const OpLimit = facts.OpLimit
+
+// SyscallProxy is the Syscall of a denial the egress proxy made: a
+// destination a command asked the proxy for that the allowlist refuses.
+const SyscallProxy = facts.SyscallProxy
+
+// OpResolve and SyscallDNS name a denial of the stub resolver of a
+// command's net namespace: a name the allowlist refuses, looked up.
+const (
+	OpResolve  = facts.OpResolve
+	SyscallDNS = facts.SyscallDNS
+)

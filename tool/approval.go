@@ -3,6 +3,8 @@ package tool
 import (
 	"context"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
 )
 
@@ -30,8 +32,28 @@ type ApprovalRequest struct {
 	Tool string
 	// CallID is the tool call's id.
 	CallID string
-	// Reason is "escalate sandbox to <mode>: <justification>".
+	// Reason is "escalate sandbox to <mode>: <justification>", the
+	// contract's one-line summary; the fields below say the same in parts,
+	// for a prompt that shows the user what exactly is approved.
 	Reason string
+
+	// Command is the command line to run (bash -c), exactly as the model
+	// sent it, and Description the model's 5-10 word summary of it.
+	Command     string
+	Description string
+	// Workdir is the directory the command would run in (absolute; the
+	// model's own value when it cannot be resolved: the call then fails
+	// after approval with that error).
+	Workdir string
+	// Current is the mode the call would run under without the escalation,
+	// Requested the wider one asked for.
+	Current, Requested modes.Mode
+	// Justification is the model's reason for asking.
+	Justification string
+	// Denials are what the sandbox denied in the same session's previous
+	// foreground call of this exact command, when that call was denied:
+	// the facts the escalation means to get past. Empty otherwise.
+	Denials []sandbox.Denial
 }
 
 // Approver asks the user whether a call may run in a wider sandbox mode.

@@ -56,9 +56,12 @@ type Options struct {
 type Bash struct {
 	o        Options
 	confines bool
-	bgCtx    context.Context
-	schema   json.RawMessage
-	desc     string
+	// denied remembers each session's last denied foreground call, for
+	// the approval request of an escalation that retries it.
+	denied recentDenials
+	bgCtx  context.Context
+	schema json.RawMessage
+	desc   string
 }
 
 var _ call.Tool = (*Bash)(nil)
@@ -133,8 +136,12 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 		}
 	}
 	mode := b.EffectiveMode(c)
+	req := sandbox.Request{Command: a.Command, Workdir: a.Workdir, TimeoutMs: a.TimeoutMs, Mode: &mode}
+	if c.Agent != nil {
+		req.Session = &sandbox.Session{ID: c.Agent.Session, Workspace: c.Agent.Workspace}
+	}
 	if a.Escalation != nil {
-		granted, msg := b.escalate(ctx, c, a, mode)
+		granted, msg := b.escalate(ctx, c, a, req, mode)
 		if msg != "" {
 			return call.Error(msg)
 		}
@@ -142,10 +149,6 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 	}
 	if ctx.Err() != nil {
 		return call.Error(errAborted) // nothing spawns after an abort
-	}
-	req := sandbox.Request{Command: a.Command, Workdir: a.Workdir, TimeoutMs: a.TimeoutMs, Mode: &mode}
-	if c.Agent != nil {
-		req.Session = &sandbox.Session{ID: c.Agent.Session, Workspace: c.Agent.Workspace}
 	}
 	if b.o.Env != nil {
 		type envResult struct {
@@ -174,12 +177,16 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 		}
 		return call.Error(err.Error())
 	}
+	if c.Agent != nil && b.confines {
+		b.denied.record(c.Agent.Session, a.Command, res.Sandbox)
+	}
 	return call.Result{Text: RenderForeground(res, b.confines), Value: Value{Kind: "foreground", RunResult: res}}
 }
 
-// escalate checks and asks for an escalation; it returns the granted mode,
-// or the error message refusing the call.
-func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, current modes.Mode) (modes.Mode, string) {
+// escalate checks and asks for an escalation of req (which runs under
+// current without it); it returns the granted mode, or the error message
+// refusing the call.
+func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, req sandbox.Request, current modes.Mode) (modes.Mode, string) {
 	want := *a.Escalation
 	switch {
 	case !b.confines:
@@ -191,11 +198,22 @@ func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, current mod
 	case c.Agent == nil:
 		return 0, fmt.Sprintf("sandbox escalation to %q requires approval, but the call has no agent to route it through", want.String())
 	}
+	workdir := a.Workdir
+	if r, err := b.o.Executor.Resolve(req); err == nil {
+		workdir = r.Workdir
+	}
 	outcome, ok := approve(ctx, b.o.Approver, ApprovalRequest{
-		Agent:  c.Agent,
-		Tool:   Name,
-		CallID: c.ID,
-		Reason: fmt.Sprintf("escalate sandbox to %s: %s", want, a.Justification),
+		Agent:         c.Agent,
+		Tool:          Name,
+		CallID:        c.ID,
+		Reason:        fmt.Sprintf("escalate sandbox to %s: %s", want, a.Justification),
+		Command:       a.Command,
+		Description:   a.Description,
+		Workdir:       workdir,
+		Current:       current,
+		Requested:     want,
+		Justification: a.Justification,
+		Denials:       b.denied.take(c.Agent.Session, a.Command),
 	})
 	if !ok {
 		return 0, errAborted

@@ -3,6 +3,8 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -184,8 +186,17 @@ func TestEscalationAllowedOnce(t *testing.T) {
 	require.False(t, r.IsError, r.Text)
 	assert.Equal(t, "(no output)", r.Text)
 	assert.FileExists(t, target)
+	// The request shows what is approved: the command, where, from which
+	// mode to which, why, and what the sandbox denied the last time.
+	got := ap.last
+	require.NotEmpty(t, got.Denials, "the facts of the denied call")
+	assert.Contains(t, got.Denials, sandbox.Denial{Op: "write", Path: target, Syscall: got.Denials[0].Syscall, Errno: "EACCES", Count: 1})
+	got.Denials = nil
 	assert.Equal(t, ApprovalRequest{Agent: c.Agent, Tool: "bash", CallID: "call-7",
-		Reason: "escalate sandbox to workspace-write: The test needs its output file."}, ap.last)
+		Reason:  "escalate sandbox to workspace-write: The test needs its output file.",
+		Command: cmd, Description: "Write a file", Workdir: ws,
+		Current: modes.ReadOnly, Requested: modes.WorkspaceWrite,
+		Justification: "The test needs its output file."}, got)
 	v := r.Value.(Value)
 	assert.Equal(t, "foreground", v.Kind)
 	assert.Equal(t, modes.WorkspaceWrite, v.Sandbox.Mode)
@@ -374,4 +385,91 @@ func TestPolicyContextAllowlist(t *testing.T) {
 	b := newBash(t, Options{Executor: e})
 	assert.Contains(t, b.PolicyContext(call.Context{}),
 		"the network is off except through a proxy (HTTP_PROXY, HTTPS_PROXY and ALL_PROXY are set) to registry.npmjs.org; the local service 127.0.0.1:5432.")
+}
+
+// TestApprovalRequestDenials: an escalation carries the denials of the
+// session's previous call only when that call was the same command and was
+// denied, and only once.
+func TestApprovalRequestDenials(t *testing.T) {
+	e, ws := newExecutor(t, modes.ReadOnly)
+	ap := &countingApprover{outcome: Rejected}
+	b := newBash(t, Options{Executor: e, Approver: ap})
+	s1 := call.Context{Agent: &call.Agent{Session: "s1", Workspace: ws}, ID: "c1"}
+	s2 := call.Context{Agent: &call.Agent{Session: "s2", Workspace: ws}, ID: "c2"}
+	run := func(c call.Context, cmd string) {
+		r := b.Call(context.Background(), c, args(t, map[string]any{"command": cmd, "description": "Run a command"}))
+		require.False(t, r.IsError, r.Text)
+	}
+	escalate := func(c call.Context, cmd string) []sandbox.Denial {
+		ap.last = ApprovalRequest{}
+		r := b.Call(context.Background(), c, args(t, map[string]any{"command": cmd, "description": "Run a command",
+			"sandbox_permissions": "workspace-write", "justification": "It must write its file."}))
+		require.True(t, r.IsError, r.Text)
+		assert.Equal(t, `Error: the user rejected escalating this command to "workspace-write"`, r.Text)
+		assert.Equal(t, cmd, ap.last.Command)
+		return ap.last.Denials
+	}
+	denied := "echo x > f.txt"
+
+	assert.Empty(t, escalate(s1, denied), "no call before")
+	run(s1, denied)
+	assert.Empty(t, escalate(s2, denied), "another session's denial")
+	assert.Empty(t, escalate(s1, "echo y > g.txt"), "another command")
+	run(s1, denied)
+	ds := escalate(s1, denied)
+	require.Len(t, ds, 1)
+	assert.Equal(t, "write", ds[0].Op)
+	assert.Equal(t, filepath.Join(ws, "f.txt"), ds[0].Path)
+	assert.Empty(t, escalate(s1, denied), "taken once")
+	run(s1, denied)
+	run(s1, "true")
+	assert.Empty(t, escalate(s1, denied), "an allowed call in between")
+	assert.NoFileExists(t, filepath.Join(ws, "f.txt"))
+}
+
+func TestRecentDenialsBounded(t *testing.T) {
+	var r recentDenials
+	f := sandbox.Facts{Denied: true, Denials: []sandbox.Denial{{Op: "write", Path: "/x"}, {Op: sandbox.OpLimit, Address: "pids"}}}
+	for i := range maxRecentSessions + 10 {
+		r.record(fmt.Sprint("s", i), "cmd", f)
+	}
+	assert.Len(t, r.calls, maxRecentSessions)
+	assert.Len(t, r.order, maxRecentSessions)
+	assert.Nil(t, r.take("s0", "cmd"), "the oldest went first")
+	assert.Equal(t, []sandbox.Denial{{Op: "write", Path: "/x"}}, r.take(fmt.Sprint("s", maxRecentSessions+9), "cmd"), "limits left out")
+	assert.Len(t, r.calls, maxRecentSessions-1)
+}
+
+// TestNetworkOnlyDenialMarker: a command denied only the network gets the
+// network marker, not the file one (a listener on loopback proves nothing
+// connected); one denied both gets both, file first.
+func TestNetworkOnlyDenialMarker(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := ln.(*net.TCPListener)
+	defer l.Close()
+	e, ws := newExecutor(t, modes.WorkspaceWrite)
+	b := newBash(t, Options{Executor: e, Approver: &countingApprover{outcome: Rejected}})
+	c := call.Context{Agent: &call.Agent{Session: "s1", Workspace: ws}, ID: "c1"}
+	host, port, err := net.SplitHostPort(l.Addr().String())
+	require.NoError(t, err)
+	connect := "exec 3<>/dev/tcp/" + host + "/" + port
+
+	r := b.Call(context.Background(), c, args(t, map[string]any{"command": connect, "description": "Connect to the listener"}))
+	require.False(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "\n[sandbox: network access denied under workspace-write mode]\n"+EscalationHint+"\n[exit code: 1]")
+	assert.NotContains(t, r.Text, "file access denied")
+
+	outside := outsideDir(t)
+	r = b.Call(context.Background(), c, args(t, map[string]any{"command": "echo x > " + outside + "/f; " + connect, "description": "Write and connect"}))
+	require.False(t, r.IsError, r.Text)
+	assert.Contains(t, r.Text, "\n[sandbox: file access denied under workspace-write mode]\n[sandbox: network access denied under workspace-write mode]\n"+EscalationHint+"\n[exit code: 1]")
+	assert.NoFileExists(t, filepath.Join(outside, "f"))
+	// A connection made would be waiting in the backlog: Accept returns it
+	// at once, else times out.
+	require.NoError(t, l.SetDeadline(time.Now().Add(100*time.Millisecond)))
+	if conn, err := l.Accept(); err == nil {
+		conn.Close()
+		t.Fatal("the sandboxed command connected to the host's listener")
+	}
 }

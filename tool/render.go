@@ -18,9 +18,42 @@ const (
 	EscalationHint = "[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]"
 )
 
-// DenialMarker is the line reporting that the sandbox denied something.
+// DenialMarker is the line reporting that the sandbox denied something
+// other than network access (files, and local IPC, signals, system calls).
 func DenialMarker(m modes.Mode) string {
 	return fmt.Sprintf("[sandbox: file access denied under %s mode]", m)
+}
+
+// NetworkDenialMarker is the line reporting that the sandbox denied network
+// access (see sandbox.Denial.Network). A call denied both gets both lines,
+// DenialMarker first.
+func NetworkDenialMarker(m modes.Mode) string {
+	return fmt.Sprintf("[sandbox: network access denied under %s mode]", m)
+}
+
+// denialMarkers are the file and network denial lines a result's denials
+// call for, file first.
+func denialMarkers(f sandbox.Facts) []string {
+	var file, network bool
+	for _, d := range f.Denials {
+		switch {
+		case d.Op == sandbox.OpLimit:
+		case d.Network():
+			network = true
+		default:
+			file = true
+		}
+	}
+	var lines []string
+	// A denied result whose denials were all dropped (over MaxDenials kept
+	// ones that are all limits cannot happen) still says it was denied.
+	if file || !network {
+		lines = append(lines, DenialMarker(f.Mode))
+	}
+	if network {
+		lines = append(lines, NetworkDenialMarker(f.Mode))
+	}
+	return lines
 }
 
 // AllowlistMarker names the destinations the network allowlist's egress
@@ -100,15 +133,15 @@ func stream(o sandbox.Output) string {
 }
 
 // sandboxMarkers are the denial (or runner failure) lines of a result: a
-// runner failure outranks a denial; the destinations the network allowlist
-// refused follow the denial marker; the escalation hint follows them only
-// when the executor confines.
+// runner failure outranks a denial; the file denial marker comes before the
+// network one; the destinations the network allowlist refused follow them;
+// the escalation hint follows them only when the executor confines.
 func sandboxMarkers(f sandbox.Facts, confines bool) []string {
 	switch {
 	case f.RunnerFailed:
 		return []string{RunnerFailureMarker(f.Mode)}
 	case f.Denied:
-		lines := []string{DenialMarker(f.Mode)}
+		lines := denialMarkers(f)
 		if dests := refusedDestinations(f.Denials); len(dests) > 0 {
 			lines = append(lines, AllowlistMarker(dests))
 		}

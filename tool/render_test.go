@@ -44,7 +44,22 @@ func TestRenderForeground(t *testing.T) {
 			{Op: "connect", Address: "x.test:80", Syscall: sandbox.SyscallProxy},
 			{Op: sandbox.OpResolve, Address: "y.test", Syscall: sandbox.SyscallDNS},
 		}}}, true,
-			"(no output)\n[sandbox: file access denied under workspace-write mode]\n[sandbox: not in the network allowlist: evil.test:443, x.test:80, y.test]\n" + EscalationHint + "\n[exit code: 56]"},
+			"(no output)\n[sandbox: file access denied under workspace-write mode]\n[sandbox: network access denied under workspace-write mode]\n[sandbox: not in the network allowlist: evil.test:443, x.test:80, y.test]\n" + EscalationHint + "\n[exit code: 56]"},
+		{"network only: the network marker alone", sandbox.RunResult{Stderr: sandbox.Output{Text: "curl: (6) Could not resolve host: example.com\n"}, ExitCode: 6, Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, Denials: []sandbox.Denial{
+			{Op: "socket", Address: "AF_INET", Syscall: "socket"},
+		}}}, true,
+			"[stderr]\ncurl: (6) Could not resolve host: example.com\n[sandbox: network access denied under workspace-write mode]\n" + EscalationHint + "\n[exit code: 6]"},
+		{"network only, with a limit hit: still network only", sandbox.RunResult{ExitCode: 7, Sandbox: sandbox.Facts{Mode: modes.ReadOnly, Denied: true, Denials: []sandbox.Denial{
+			{Op: sandbox.OpLimit, Address: "pids", Syscall: "fork"},
+			{Op: "connect", Address: "[2001:db8::1]:443", Syscall: "connect"},
+			{Op: "listen", Address: "unbound", Syscall: "listen"},
+		}}}, true,
+			"(no output)\n[sandbox: network access denied under read-only mode]\n" + EscalationHint + "\n[exit code: 7]"},
+		{"unix sockets are not network", sandbox.RunResult{ExitCode: 1, Sandbox: sandbox.Facts{Mode: modes.ReadOnly, Denied: true, Denials: []sandbox.Denial{
+			{Op: "connect", Path: "/run/docker.sock", Syscall: "connect"},
+			{Op: "bind", Address: "@abstract", Syscall: "bind"},
+		}}}, false,
+			"(no output)\n[sandbox: file access denied under read-only mode]\n[exit code: 1]"},
 		{"every marker in order", sandbox.RunResult{Stdout: sandbox.Output{Text: "o"}, Stderr: sandbox.Output{Text: "e"}, TimedOut: true, TimeoutMs: 5, ExitCode: 3,
 			Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true}}, true,
 			"o\n[stderr]\ne\n[sandbox: file access denied under workspace-write mode]\n" + EscalationHint + "\n[timed out after 5ms]\n[exit code: 3]"},

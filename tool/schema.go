@@ -27,8 +27,8 @@ func description(background, confines bool) string {
 	}
 	if confines {
 		b.WriteString("\n\nCommands run in a sandbox, in your session's mode: read-only, workspace-write or " +
-			"danger-full-access. `[sandbox: file access denied under <mode> mode]` means the sandbox blocked the " +
-			"command. Only after such a real denial, and only in the same turn, you may retry that exact command " +
+			"danger-full-access. `[sandbox: file access denied under <mode> mode]` or `[sandbox: network access " +
+			"denied under <mode> mode]` means the sandbox blocked the command. Only after such a real denial, and only in the same turn, you may retry that exact command " +
 			"once with `sandbox_permissions` set to the narrowest wider mode that suffices and a one-sentence " +
 			"`justification`; the user is asked to approve. Never escalate speculatively or to work around " +
 			"something else. A rejection is final: do not retry it or look for a way around it.")

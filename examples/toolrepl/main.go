@@ -78,7 +78,7 @@ type terminalApprover struct {
 }
 
 func (a terminalApprover) Approve(ctx context.Context, r tool.ApprovalRequest) tool.ApprovalOutcome {
-	fmt.Fprintf(a.out, "approval: session %s, %s call %s asks to %s\nallow once? [y/n] ", r.Agent.Session, r.Tool, r.CallID, r.Reason)
+	fmt.Fprint(a.out, approvalPrompt(r))
 	line, err := a.in.ReadString('\n')
 	if err != nil || ctx.Err() != nil {
 		return tool.Cancelled
@@ -90,6 +90,28 @@ func (a terminalApprover) Approve(ctx context.Context, r tool.ApprovalRequest) t
 		return tool.Rejected
 	}
 	return tool.Cancelled
+}
+
+// approvalPrompt shows the user what exactly they would approve: the
+// command, where it runs, the mode change, the model's reason, and what the
+// sandbox denied when the command last ran.
+func approvalPrompt(r tool.ApprovalRequest) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "approval: session %s, %s call %s asks to run\n", r.Agent.Session, r.Tool, r.CallID)
+	fmt.Fprintf(&b, "  command:   %s\n", r.Command)
+	fmt.Fprintf(&b, "  about:     %s\n", r.Description)
+	fmt.Fprintf(&b, "  in:        %s\n", r.Workdir)
+	fmt.Fprintf(&b, "  mode:      %s -> %s\n", r.Current, r.Requested)
+	fmt.Fprintf(&b, "  because:   %s\n", r.Justification)
+	for i, d := range r.Denials {
+		if i == 5 {
+			fmt.Fprintf(&b, "  ... and %d more denials\n", len(r.Denials)-i)
+			break
+		}
+		fmt.Fprintf(&b, "  last run:  %s\n", d.Line(r.Current))
+	}
+	b.WriteString("allow once? [y/n] ")
+	return b.String()
 }
 
 func run(argv []string, stdin io.Reader, stdout io.Writer) error {

@@ -30,7 +30,16 @@ func TestSession(t *testing.T) {
 	require.NoError(t, run([]string{"--mode", "read-only", "--workspace", ws, "--session", "s1"}, strings.NewReader(script), &out))
 	got := out.String()
 	assert.Contains(t, got, "[sandbox: file access denied under read-only mode]")
-	assert.Contains(t, got, "approval: session s1, bash call call-2 asks to escalate sandbox to workspace-write: The file is the deliverable.")
+	ws, err := filepath.EvalSymlinks(ws)
+	require.NoError(t, err)
+	assert.Contains(t, got, "approval: session s1, bash call call-2 asks to run\n"+
+		"  command:   echo hi > f.txt\n"+
+		"  about:     Write a file\n"+
+		"  in:        "+ws+"\n"+
+		"  mode:      read-only -> workspace-write\n"+
+		"  because:   The file is the deliverable.\n"+
+		"  last run:  denied write "+filepath.Join(ws, "f.txt")+" (read-only mode)\n"+
+		"allow once? [y/n] ")
 	assert.Contains(t, got, "started background task bash-1")
 	assert.Contains(t, got, "bg\n[status: completed, exit code: 0]")
 	assert.Contains(t, got, "Sandbox: bash commands in this session run in workspace-write mode")

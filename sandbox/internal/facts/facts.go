@@ -2,6 +2,7 @@ package facts
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -27,6 +28,34 @@ type Denial struct {
 // ("memory", "pids"), Syscall what the kernel did ("oom-kill", "fork"),
 // Errno what the command saw ("SIGKILL", "EAGAIN"), Count how often.
 const OpLimit = "limit"
+
+// SyscallProxy is the Syscall of a denial the egress proxy made.
+const SyscallProxy = "proxy"
+
+// OpResolve and SyscallDNS name a denial of the stub resolver: a name the
+// allowlist refuses, looked up.
+const (
+	OpResolve  = "resolve"
+	SyscallDNS = "dns"
+)
+
+// Network reports whether the denial is of network access: a socket of a
+// network family, an inet connect, send or bind, a destination the egress
+// proxy refused, a name the stub resolver did. Unix sockets (a path or an
+// abstract "@name") are local IPC, not network.
+func (d Denial) Network() bool {
+	switch d.Op {
+	case "socket", "listen", OpResolve: // listen is judged on inet sockets only
+		return true
+	case "connect", "send", "bind":
+		if d.Syscall == SyscallProxy {
+			return true
+		}
+		_, err := netip.ParseAddrPort(d.Address)
+		return err == nil
+	}
+	return false
+}
 
 // Target is the path or address, or the system call when it adds
 // information the op does not.

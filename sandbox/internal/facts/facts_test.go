@@ -52,3 +52,28 @@ func TestFactLogCaps(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("/d/%d", MaxDenials-1), got[MaxDenials-1].Path)
 	assert.Equal(t, 251, l.Dropped(), "every denied call beyond the cap is counted")
 }
+
+func TestDenialNetwork(t *testing.T) {
+	tests := []struct {
+		d    Denial
+		want bool
+	}{
+		{Denial{Op: "socket", Address: "AF_INET", Syscall: "socket"}, true},
+		{Denial{Op: "connect", Address: "192.0.2.1:443", Syscall: "connect"}, true},
+		{Denial{Op: "connect", Address: "[2001:db8::1]:80", Syscall: "connect"}, true},
+		{Denial{Op: "send", Address: "10.0.0.53:53", Syscall: "sendto"}, true},
+		{Denial{Op: "bind", Address: "0.0.0.0:8080", Syscall: "bind"}, true},
+		{Denial{Op: "listen", Address: "unbound", Syscall: "listen"}, true},
+		{Denial{Op: "connect", Address: "evil.example:443", Syscall: SyscallProxy}, true},
+		{Denial{Op: OpResolve, Address: "evil.example", Syscall: SyscallDNS}, true},
+		{Denial{Op: "connect", Path: "/run/docker.sock", Syscall: "connect"}, false},
+		{Denial{Op: "connect", Address: "@abstract", Syscall: "connect"}, false},
+		{Denial{Op: "bind", Address: "@x", Syscall: "bind"}, false},
+		{Denial{Op: "write", Path: "/etc/passwd", Syscall: "openat"}, false},
+		{Denial{Op: "ioctl", Address: "TIOCSTI", Syscall: "ioctl"}, false},
+		{Denial{Op: OpLimit, Address: "memory", Syscall: "oom-kill"}, false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tt.d.Network(), "%+v", tt.d)
+	}
+}
