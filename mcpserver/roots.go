@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 roots are how MCP clients name their workspace; deprecated only from protocol 2026-07-28, which this server does not negotiate.
+
 package mcpserver
 
 import (
@@ -28,7 +30,6 @@ func (s *Server) workspace(ctx context.Context, x *session) (string, error) {
 	ws := ""
 	if ip := x.ss.InitializeParams(); ip != nil && ip.Capabilities != nil && ip.Capabilities.RootsV2 != nil {
 		lctx, cancel := context.WithTimeout(ctx, rootsTimeout)
-		//lint:ignore SA1019 roots are how MCP clients name their workspace (deprecated only from 2026-07-28, which this server does not negotiate)
 		res, err := x.ss.ListRoots(lctx, nil)
 		cancel()
 		if err != nil {

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 logging (notifications/message) is how completion notices reach the session; deprecated only from protocol 2026-07-28, which this server does not negotiate.
+
 package mcpserver
 
 import (
