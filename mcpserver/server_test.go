@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testhost"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
@@ -31,19 +31,6 @@ const (
 	denied  = "[sandbox: file access denied under workspace-write mode]"
 	justify = "The user asked for this file outside the workspace."
 )
-
-// requireSandbox skips (or, with DSH_REQUIRE_LANDLOCK=1 or CI=true, fails)
-// when the confined modes cannot run on this host.
-func requireSandbox(t *testing.T) {
-	t.Helper()
-	if r := sandbox.ProbeWith(sandbox.ProbeOptions{Workspace: t.TempDir()}); !r.Confined {
-		msg := "the confined modes cannot run on this host (see dsh-sandbox-run --probe)"
-		if os.Getenv("DSH_REQUIRE_LANDLOCK") == "1" || os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + "; set DSH_REQUIRE_LANDLOCK=1 to make this a failure")
-	}
-}
 
 // outsideDir is a directory outside every writable root (not under /tmp,
 // /dev/shm or $TMPDIR), writable by DAC.
@@ -62,7 +49,7 @@ func outsideDir(t *testing.T) string {
 // newServer is a server in workspace-write over a fresh workspace.
 func newServer(t *testing.T, o Options) (*Server, string) {
 	t.Helper()
-	requireSandbox(t)
+	testhost.RequireConfined(t)
 	ws, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	if o.Config.Workspace == "" {
@@ -436,21 +423,6 @@ func sessionIDs(t *testing.T, s *Server) (string, string) {
 	return ids[0], ids[1]
 }
 
-// liveSleeps counts the processes running `sleep <arg>`.
-func liveSleeps(t *testing.T, arg string) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	n := 0
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && string(b) == "sleep\x00"+arg+"\x00" {
-			n++
-		}
-	}
-	return n
-}
-
 func TestCloseKillsTasks(t *testing.T) {
 	s, _ := newServer(t, Options{})
 	c := connect(t, s, "")
@@ -460,17 +432,17 @@ func TestCloseKillsTasks(t *testing.T) {
 		require.True(t, strings.HasPrefix(got, "started background task "), got)
 	}
 	deadline := time.Now().Add(testtime.Scale(10 * time.Second))
-	for liveSleeps(t, arg) < 2 && time.Now().Before(deadline) {
+	for testhost.CountProcs(t, "sleep", arg) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.Equal(t, 2, liveSleeps(t, arg), "the background commands did not start")
+	require.Equal(t, 2, testhost.CountProcs(t, "sleep", arg), "the background commands did not start")
 	ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(20*time.Second))
 	defer cancel()
 	require.NoError(t, s.Close(ctx))
 	for _, info := range s.Tasks().Snapshot() {
 		assert.True(t, info.Status.Ended(), "%s: %s", info.ID, info.Status)
 	}
-	assert.Equal(t, 0, liveSleeps(t, arg), "a task tree outlived Close")
+	assert.Equal(t, 0, testhost.CountProcs(t, "sleep", arg), "a task tree outlived Close")
 }
 
 func TestRootsWorkspace(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testhost"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
 // The tests below build the server binary and drive it over stdio on the
@@ -65,17 +65,6 @@ func serverBin(t *testing.T) string {
 		t.Fatalf("dsh-sandbox-mcp did not build: %v", buildErr)
 	}
 	return binPath
-}
-
-func requireSandbox(t *testing.T) {
-	t.Helper()
-	if r := sandbox.ProbeWith(sandbox.ProbeOptions{Workspace: t.TempDir()}); !r.Confined {
-		msg := "the confined modes cannot run on this host (see dsh-sandbox-run --probe)"
-		if os.Getenv("DSH_REQUIRE_LANDLOCK") == "1" || os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + "; set DSH_REQUIRE_LANDLOCK=1 to make this a failure")
-	}
 }
 
 type identity struct {
@@ -233,21 +222,6 @@ func (s *session) exit(t *testing.T) int {
 	return s.cmd.ProcessState.ExitCode()
 }
 
-// liveSleeps counts the processes running `sleep <arg>`.
-func liveSleeps(t *testing.T, arg string) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	n := 0
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && string(b) == "sleep\x00"+arg+"\x00" {
-			n++
-		}
-	}
-	return n
-}
-
 func uniqueSleep() string {
 	n := time.Now().UnixNano()
 	return fmt.Sprintf("%d.%06d", 200+n%700, n/1000%1000000)
@@ -256,10 +230,10 @@ func uniqueSleep() string {
 func waitSleeps(t *testing.T, arg string, want int) {
 	t.Helper()
 	deadline := time.Now().Add(testtime.Scale(10 * time.Second))
-	for liveSleeps(t, arg) != want && time.Now().Before(deadline) {
+	for testhost.CountProcs(t, "sleep", arg) != want && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.Equal(t, want, liveSleeps(t, arg), "processes running sleep %s", arg)
+	require.Equal(t, want, testhost.CountProcs(t, "sleep", arg), "processes running sleep %s", arg)
 }
 
 // TestStdioServer drives the built server over stdio: a command, a
@@ -267,7 +241,7 @@ func waitSleeps(t *testing.T, arg string, want int) {
 // escalation accepted through elicitation (the file is), then stdin's end:
 // exit 0, and the background task tree is gone.
 func TestStdioServer(t *testing.T) {
-	requireSandbox(t)
+	testhost.RequireConfined(t)
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		ws := id.dir(t, "", "dsh-mcp-ws-")
 		out := id.outside(t)
@@ -300,13 +274,13 @@ func TestStdioServer(t *testing.T) {
 		waitSleeps(t, arg, 1)
 		require.NoError(t, s.in.Close())
 		assert.Equal(t, 0, s.exit(t), "stderr: %s", s.errs)
-		assert.Equal(t, 0, liveSleeps(t, arg), "a task tree outlived the server")
+		assert.Equal(t, 0, testhost.CountProcs(t, "sleep", arg), "a task tree outlived the server")
 	})
 }
 
 // TestShutdownSignal: SIGTERM kills every task tree and exits 0.
 func TestShutdownSignal(t *testing.T) {
-	requireSandbox(t)
+	testhost.RequireConfined(t)
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		ws := id.dir(t, "", "dsh-mcp-ws-")
 		s := start(t, id.command(t, ws), "")
@@ -318,7 +292,7 @@ func TestShutdownSignal(t *testing.T) {
 		waitSleeps(t, arg, 2)
 		require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
 		assert.Equal(t, 0, s.exit(t), "stderr: %s", s.errs)
-		assert.Equal(t, 0, liveSleeps(t, arg), "a task tree outlived the server")
+		assert.Equal(t, 0, testhost.CountProcs(t, "sleep", arg), "a task tree outlived the server")
 	})
 }
 
@@ -365,7 +339,7 @@ func tsSDK(t *testing.T) string {
 // TestTypeScriptClient drives the server with the official TypeScript SDK
 // client (see testdata/tsclient.mjs).
 func TestTypeScriptClient(t *testing.T) {
-	requireSandbox(t)
+	testhost.RequireConfined(t)
 	script := tsSDK(t)
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		ws := id.dir(t, "", "dsh-mcp-ws-")

@@ -63,10 +63,7 @@ Options:
 
 func parse(argv []string) (options, error) {
 	var o options
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	fs.SortFlags = false
+	fs := policyflags.NewFlagSet(name)
 	o.AddPolicyFlags(fs, policyflags.Defaults{Mode: "read-only", Workspace: "the client's first file:// root, else the current directory"})
 	o.AddLimitFlags(fs)
 	fs.BoolVar(&o.noBackground, "no-background", false, "offer no background tasks (no run_in_background, no task tools)")

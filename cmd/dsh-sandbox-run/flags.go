@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"time"
@@ -60,10 +59,7 @@ Options:
 // never turn an argument into the command or the command into flags.
 func parse(argv []string) (options, error) {
 	var o options
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	fs.SortFlags = false
+	fs := policyflags.NewFlagSet(name)
 	fs.SetInterspersed(false)
 	o.AddPolicyFlags(fs, policyflags.Defaults{Mode: "read-only", Workspace: "the current directory"})
 	fs.StringVar(&o.report, "report", "", "write the JSON report to `FILE` (also when setup fails)")

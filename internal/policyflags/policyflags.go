@@ -3,12 +3,24 @@ package policyflags
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 
 	"github.com/spf13/pflag"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
+
+// NewFlagSet is a flag set as the commands parse theirs: errors are
+// returned, never printed, and flags are listed in the order they are
+// registered.
+func NewFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.SortFlags = false
+	return fs
+}
 
 // Policy is the parsed value of the policy flags.
 type Policy struct {

@@ -1,7 +1,6 @@
 package policyflags
 
 import (
-	"io"
 	"net/netip"
 	"testing"
 
@@ -15,8 +14,7 @@ import (
 func parse(t *testing.T, argv ...string) (*Policy, *pflag.FlagSet) {
 	t.Helper()
 	var p Policy
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := NewFlagSet("test")
 	p.AddPolicyFlags(fs, Defaults{Mode: "read-only", Workspace: "here"})
 	p.AddLimitFlags(fs)
 	require.NoError(t, fs.Parse(argv))
