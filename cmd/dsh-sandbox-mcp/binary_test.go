@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -419,5 +421,67 @@ func TestTypeScriptClient(t *testing.T) {
 		assert.Contains(t, got.Elicits[0].Message, "Command: echo x > "+target+"\n")
 		assert.Contains(t, got.Elicits[0].Message, "Mode: workspace-write -> danger-full-access\n")
 		assert.True(t, strings.HasPrefix(got.Elicits[1].Message, "Allow this command to run once in danger-full-access mode"), got.Elicits[1].Message)
+	})
+}
+
+// bearer adds an Authorization header to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestHTTPServer: --http serves streamable HTTP on loopback, with the
+// bearer token of DSH_MCP_TOKEN; SIGTERM ends it with status 0.
+func TestHTTPServer(t *testing.T) {
+	testhost.RequireConfined(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.dir(t, "", "dsh-mcp-ws-")
+		const token = "test-token-0123456789abcdef"
+		cmd := id.command(t, ws, "--http", "127.0.0.1:0")
+		cmd.Env = append(cmd.Env, tokenEnv+"="+token)
+		stderr, err := cmd.StderrPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+		})
+		lines := bufio.NewScanner(stderr)
+		require.True(t, lines.Scan(), "no stderr line")
+		url, ok := strings.CutPrefix(lines.Text(), name+": serving MCP at ")
+		require.True(t, ok, lines.Text())
+		go io.Copy(io.Discard, stderr)
+
+		resp, err := http.Post(url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a request without the token")
+
+		cl := mcp.NewClient(&mcp.Implementation{Name: "go-http-client", Version: "1"}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(30*time.Second))
+		defer cancel()
+		cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+		require.NoError(t, err)
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{
+			"command": "echo over-http; echo ${" + tokenEnv + ":-scrubbed}", "description": "Say hello over HTTP"}})
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Content)
+		assert.Equal(t, "over-http\nscrubbed", res.Content[0].(*mcp.TextContent).Text, "the token must not reach commands")
+		cs.Close()
+
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(testtime.Scale(30 * time.Second)):
+			t.Fatal("the HTTP server did not exit on SIGTERM")
+		}
+		assert.Equal(t, 0, cmd.ProcessState.ExitCode())
 	})
 }
