@@ -554,3 +554,28 @@ func TestHTTPHandler(t *testing.T) {
 	require.Len(t, res.Content, 1)
 	assert.Equal(t, "over-http", res.Content[0].(*mcp.TextContent).Text)
 }
+
+// A call the client cancels (notifications/cancelled) kills its command.
+func TestCancelledCall(t *testing.T) {
+	s, _ := newServer(t, Options{})
+	c := connect(t, s, "")
+	arg := fmt.Sprintf("%d.%06d", 300+time.Now().UnixNano()%600, time.Now().Nanosecond()/1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool.Name, Arguments: bashArgs("sleep " + arg)})
+		errc <- err
+	}()
+	deadline := time.Now().Add(testtime.Scale(10 * time.Second))
+	for testhost.CountProcs(t, "sleep", arg) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, 1, testhost.CountProcs(t, "sleep", arg), "the command did not start")
+	cancel()
+	require.Error(t, <-errc)
+	deadline = time.Now().Add(testtime.Scale(10 * time.Second))
+	for testhost.CountProcs(t, "sleep", arg) != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Equal(t, 0, testhost.CountProcs(t, "sleep", arg), "the cancelled call's command still runs")
+}
