@@ -44,6 +44,14 @@ var (
 	buildErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // serverBin builds dsh-sandbox-mcp once, into a directory every identity
 // can read.
 func serverBin(t *testing.T) string {
