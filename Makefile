@@ -110,6 +110,7 @@ bench-deps:
 
 build: deps
 	CGO_ENABLED=1 $(GO) build -o $(BIN) ./cmd/dsh-sandbox-run
+	CGO_ENABLED=1 $(GO) build -o bin/dsh-sandbox-mcp ./cmd/dsh-sandbox-mcp
 
 test: deps test-deps build
 	@echo "test: $$($(GO) version); DSH_REQUIRE_LANDLOCK=$${DSH_REQUIRE_LANDLOCK:-} DSH_TEST_USER=$${DSH_TEST_USER:-}"
