@@ -135,11 +135,11 @@ bench-deps:
 
 build: deps
 	CGO_ENABLED=1 $(GO) build $(BUILD_FLAGS) -o $(BIN) ./cmd/dsh-sandbox-run
-
-install: build
 ifneq ($(HAVE_MCP),)
 	CGO_ENABLED=1 $(GO) build $(BUILD_FLAGS) -o $(MCP_BIN) ./cmd/dsh-sandbox-mcp
 endif
+
+install: build
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	$(INSTALL) -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/dsh-sandbox-run
 ifneq ($(HAVE_MCP),)

@@ -64,21 +64,21 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		rep.write(stderr, sandbox.NewReport(p, nil, err))
 		return fail("%v", err)
 	}
-	mode, err := modes.Parse(o.mode)
+	mode, err := modes.Parse(o.Mode)
 	if err != nil {
 		return failReport(modes.Policy{}, fmt.Errorf("usage error: --mode: %w", err))
 	}
-	if mode != modes.WorkspaceWrite && (len(o.allowWrite) > 0 || len(o.protect) > 0 || len(o.unprotect) > 0) {
+	if mode != modes.WorkspaceWrite && (len(o.AllowWrite) > 0 || len(o.Protect) > 0 || len(o.Unprotect) > 0) {
 		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --allow-write, --protect and --unprotect need --mode workspace-write"))
 	}
-	if !mode.Confines() && (len(o.denyRead) > 0 || len(o.allowRead) > 0) {
+	if !mode.Confines() && (len(o.DenyRead) > 0 || len(o.AllowRead) > 0) {
 		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --deny-read and --allow-read need a confined mode (danger-full-access hides nothing)"))
 	}
 	env, err := childEnv(environ, o)
 	if err != nil {
 		return failReport(modes.Policy{Mode: mode}, err)
 	}
-	allowlist, err := o.allowlist()
+	allowlist, err := o.Allowlist()
 	if err != nil {
 		return failReport(modes.Policy{Mode: mode}, fmt.Errorf("usage error: %w", err))
 	}
@@ -86,11 +86,11 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --allow-domain and --allow-host need a confined mode (danger-full-access allows the whole network)"))
 	}
 	policy, err := modes.Derive(modes.Options{
-		Mode: mode, Workspace: o.workspace, AllowWrite: o.allowWrite, Protect: o.protect,
-		Unprotect: o.unprotect, DenyRead: o.denyRead, AllowRead: o.allowRead,
-		Network: o.network, Allowlist: allowlist, TempDir: lookupEnv(env, "TMPDIR"),
-		AllowBroadWorkspace: o.allowBroad,
-		Limits:              &o.limits,
+		Mode: mode, Workspace: o.Workspace, AllowWrite: o.AllowWrite, Protect: o.Protect,
+		Unprotect: o.Unprotect, DenyRead: o.DenyRead, AllowRead: o.AllowRead,
+		Network: o.Network, Allowlist: allowlist, TempDir: lookupEnv(env, "TMPDIR"),
+		AllowBroadWorkspace: o.AllowBroad,
+		Limits:              &o.Limits,
 		// The caller's home and the command's, besides Derive's own.
 		Homes: []string{lookupEnv(environ, "HOME"), lookupEnv(env, "HOME")},
 	})
@@ -103,7 +103,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 				err = fmt.Errorf("%w (point TMPDIR at a dedicated directory, or --unsetenv TMPDIR)", err)
 			}
 		}
-		return failReport(modes.Policy{Mode: mode, Network: o.network}, err)
+		return failReport(modes.Policy{Mode: mode, Network: o.Network}, err)
 	}
 
 	// Nothing leaked to us may reach the command; orphans come back to us.
@@ -212,7 +212,7 @@ func versionLine() string {
 }
 
 func probe(o options, stdout, stderr io.Writer) int {
-	ws := o.workspace
+	ws := o.Workspace
 	if ws == "" {
 		if wd, err := os.Getwd(); err == nil {
 			ws = wd

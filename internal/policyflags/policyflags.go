@@ -1,0 +1,147 @@
+package policyflags
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/spf13/pflag"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// NewFlagSet is a flag set as the commands parse theirs: errors are
+// returned, never printed, and flags are listed in the order they are
+// registered.
+func NewFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.SortFlags = false
+	return fs
+}
+
+// Policy is the parsed value of the policy flags.
+type Policy struct {
+	Mode       string
+	Workspace  string
+	AllowWrite []string
+	Protect    []string
+	Unprotect  []string
+	DenyRead   []string
+	AllowRead  []string
+	Network    bool
+	// AllowDomain, DenyDomain, AllowHost and Resolve make the network
+	// allowlist (modes.Allowlist): the command's only way out is then the
+	// egress proxy.
+	AllowDomain []string
+	DenyDomain  []string
+	AllowHost   []string
+	Resolve     []string
+	AllowBroad  bool
+	// Limits are the resource limits, set by CheckLimits: the defaults,
+	// with each --max-* flag given replacing its field (0: unlimited).
+	Limits modes.Limits
+
+	maxPids   int
+	maxMemory string
+	maxCPU    float64
+}
+
+// Defaults are what differs between the commands in the policy flags.
+type Defaults struct {
+	// Mode is --mode's default.
+	Mode string
+	// Workspace describes --workspace's default in the usage text.
+	Workspace string
+}
+
+// AddPolicyFlags registers --mode, --workspace, --allow-write, --protect,
+// --unprotect, --deny-read, --allow-read, --network, --allow-domain,
+// --deny-domain, --allow-host, --resolve and --allow-broad-workspace on fs,
+// in this order.
+func (p *Policy) AddPolicyFlags(fs *pflag.FlagSet, d Defaults) {
+	fs.StringVar(&p.Mode, "mode", d.Mode, "`MODE`: read-only, workspace-write or danger-full-access")
+	fs.StringVar(&p.Workspace, "workspace", "", "the workspace `DIR`, writable under workspace-write (default: "+d.Workspace+")")
+	fs.StringArrayVar(&p.AllowWrite, "allow-write", nil, "an extra writable `DIR` (workspace-write; repeatable)")
+	fs.StringArrayVar(&p.Protect, "protect", nil, "a `PATH` kept read-only inside the writable roots (workspace-write; repeatable)")
+	fs.StringArrayVar(&p.Unprotect, "unprotect", nil, "make `NAME`, one of the default protected names (.vscode, .envrc, ...), writable (workspace-write; repeatable)")
+	fs.StringArrayVar(&p.DenyRead, "deny-read", nil, "an absolute `PATH` the command cannot read, besides the default secrets (confined modes; repeatable)")
+	fs.StringArrayVar(&p.AllowRead, "allow-read", nil, "make an absolute `PATH` of the deny-read set, or under one of its entries, readable (confined modes; repeatable)")
+	fs.BoolVar(&p.Network, "network", false, "allow the network, all of it")
+	fs.StringArrayVar(&p.AllowDomain, "allow-domain", nil, "reach `PATTERN` through the sandbox's egress proxy: example.com, *.example.com (subdomains), an IP or CIDR (confined modes; repeatable)")
+	fs.StringArrayVar(&p.DenyDomain, "deny-domain", nil, "never reach `PATTERN`, even when allowed (repeatable)")
+	fs.StringArrayVar(&p.AllowHost, "allow-host", nil, "reach the host's loopback service `HOST:PORT` (localhost:5432) at the same address inside the sandbox (repeatable)")
+	fs.StringArrayVar(&p.Resolve, "resolve", nil, "make the egress proxy resolve `NAME=ADDR[,ADDR]` so (repeatable)")
+	fs.BoolVar(&p.AllowBroad, "allow-broad-workspace", false, "allow a workspace or --allow-write DIR that is /, your home directory or an ancestor of it")
+}
+
+// AddLimitFlags registers --max-pids, --max-memory and --max-cpu on fs, in
+// this order.
+func (p *Policy) AddLimitFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&p.maxPids, "max-pids", modes.DefaultPids, "at most `N` processes and threads at once (0: unlimited)")
+	fs.StringVar(&p.maxMemory, "max-memory", "", "at most `SIZE` bytes of memory+swap, e.g. 256M, 2G (K, M, G, T; 0: unlimited; default: half the RAM)")
+	fs.Float64Var(&p.maxCPU, "max-cpu", 0, "at most `CORES` of CPU time per second, e.g. 1.5 (0: unlimited)")
+}
+
+// CheckLimits sets p.Limits from the limit flags fs parsed, or returns a
+// "usage error: " error.
+func (p *Policy) CheckLimits(fs *pflag.FlagSet) error {
+	p.Limits = modes.DefaultLimits()
+	if fs.Changed("max-pids") {
+		p.Limits.MaxPids = p.maxPids
+	}
+	if fs.Changed("max-memory") {
+		n, err := modes.ParseSize(p.maxMemory)
+		if err != nil {
+			return fmt.Errorf("usage error: --max-memory: %w", err)
+		}
+		p.Limits.MaxMemory = n
+	}
+	if fs.Changed("max-cpu") {
+		p.Limits.MaxCPU = p.maxCPU
+	}
+	if err := p.Limits.Validate(); err != nil {
+		return fmt.Errorf("usage error: --max-*: %w", err)
+	}
+	return nil
+}
+
+// CheckNetwork refuses --network together with an allowlist, and
+// --deny-domain or --resolve without one ("usage error: " errors).
+func (p *Policy) CheckNetwork() error {
+	if p.Network && (len(p.AllowDomain) > 0 || len(p.DenyDomain) > 0 || len(p.AllowHost) > 0 || len(p.Resolve) > 0) {
+		return errors.New("usage error: --allow-domain, --deny-domain, --allow-host and --resolve make an allowlist, and --network allows everything: give one or the other")
+	}
+	if len(p.AllowDomain) == 0 && len(p.AllowHost) == 0 && (len(p.DenyDomain) > 0 || len(p.Resolve) > 0) {
+		return errors.New("usage error: --deny-domain and --resolve refine an allowlist: give --allow-domain or --allow-host too")
+	}
+	return nil
+}
+
+// Allowlist is the network allowlist the flags make, or nil.
+func (p *Policy) Allowlist() (*modes.Allowlist, error) {
+	if len(p.AllowDomain) == 0 && len(p.AllowHost) == 0 {
+		return nil, nil
+	}
+	al := &modes.Allowlist{Domains: p.AllowDomain, Deny: p.DenyDomain}
+	for _, h := range p.AllowHost {
+		ap, err := modes.ParseHost(h)
+		if err != nil {
+			return nil, err
+		}
+		al.Hosts = append(al.Hosts, ap)
+	}
+	for _, r := range p.Resolve {
+		name, addrs, err := modes.ParseResolve(r)
+		if err != nil {
+			return nil, err
+		}
+		if al.Resolve == nil {
+			al.Resolve = map[string][]netip.Addr{}
+		}
+		al.Resolve[name] = append(al.Resolve[name], addrs...)
+	}
+	return al, nil
+}

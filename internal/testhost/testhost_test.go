@@ -1,0 +1,22 @@
+package testhost
+
+import (
+	"os/exec"
+	"testing"
+)
+
+func TestCountProcs(t *testing.T) {
+	const arg = "31.4159"
+	if n := CountProcs(t, "sleep", arg); n != 0 {
+		t.Fatalf("%d processes already run sleep %s", n, arg)
+	}
+	cmd := exec.Command("sleep", arg)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	if n := CountProcs(t, "sleep", arg); n != 1 {
+		t.Fatalf("CountProcs(sleep %s) = %d, want 1", arg, n)
+	}
+}

@@ -1,0 +1,96 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/dsh-sandbox/dsh-sandbox/tool"
+)
+
+// approver asks escalations of the bash tool through MCP elicitation, to
+// the session that made the call. It never approves on its own.
+type approver struct{ s *Server }
+
+// noFields is the requested schema of an approval: no fields, the user's
+// answer is the action (accept, decline, cancel).
+var noFields = map[string]any{"type": "object", "properties": map[string]any{}}
+
+func (a approver) Approve(ctx context.Context, r tool.ApprovalRequest) tool.ApprovalOutcome {
+	if r.Agent == nil {
+		return tool.Unavailable
+	}
+	x := a.s.lookup(r.Agent.Session)
+	if x == nil {
+		return tool.Unavailable
+	}
+	if ip := x.ss.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
+		return tool.Unavailable
+	}
+	res, err := x.ss.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: approvalMessage(r), RequestedSchema: noFields})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return tool.Cancelled
+	case err != nil:
+		return tool.Unavailable
+	}
+	switch res.Action {
+	case "accept":
+		return tool.AllowedOnce
+	case "decline":
+		return tool.Rejected
+	case "cancel":
+		return tool.Cancelled
+	}
+	return tool.Unavailable
+}
+
+// maxDenialLines is how many of the previous run's denials the message
+// lists.
+const maxDenialLines = 5
+
+// approvalMessage is what the user is asked: the command, where it runs,
+// the mode change, the model's reason, and what the sandbox denied when the
+// command last ran in this session.
+func approvalMessage(r tool.ApprovalRequest) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Allow this command to run once in %s mode (now %s)?\n\n", r.Requested, r.Current)
+	fmt.Fprintf(&b, "Command: %s\n", visible(r.Command))
+	if r.Description != "" {
+		fmt.Fprintf(&b, "About: %s\n", visible(r.Description))
+	}
+	fmt.Fprintf(&b, "Workdir: %s\n", visible(r.Workdir))
+	fmt.Fprintf(&b, "Mode: %s -> %s\n", r.Current, r.Requested)
+	fmt.Fprintf(&b, "Justification: %s\n", visible(r.Justification))
+	for i, d := range r.Denials {
+		if i == maxDenialLines {
+			fmt.Fprintf(&b, "... and %d more denials\n", len(r.Denials)-i)
+			break
+		}
+		fmt.Fprintf(&b, "Last run: %s\n", d.Line(r.Current))
+	}
+	b.WriteString("\nAccept runs only this call in the wider mode; decline refuses it.")
+	return b.String()
+}
+
+// visible escapes what could hide part of a text from the user in the
+// client's prompt: control characters but newline and tab (terminal escape
+// sequences, carriage returns), and the Unicode bidirectional controls that
+// reorder what is displayed.
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r), r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
