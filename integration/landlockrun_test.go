@@ -179,15 +179,21 @@ func TestLandlockRunRefusedGrants(t *testing.T) {
 		marker := filepath.Join(ws, "ran")
 		file := filepath.Join(ws, "f")
 		id.writeOwned(t, file, "", 0o644)
-		// A directory the identity cannot search (root's, 0700).
-		locked, err := os.MkdirTemp("/tmp", "dsh-it-lllocked-")
-		if err != nil {
-			t.Fatal(err)
+		// A directory the identity cannot search: root's, 0700 (/root when
+		// the test does not run as root).
+		locked := "/root"
+		if os.Geteuid() == 0 {
+			d, err := os.MkdirTemp("/tmp", "dsh-it-lllocked-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(d) })
+			if err := os.Chmod(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			locked = d
 		}
-		t.Cleanup(func() { os.RemoveAll(locked) })
-		if err := os.Chmod(locked, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		lockedPath := filepath.Join(locked, "dsh-ll-"+nonce())
 		lockedWhy := "No such file or directory"
 		if !id.isRoot() {
 			lockedWhy = "Permission denied"
@@ -200,8 +206,8 @@ func TestLandlockRunRefusedGrants(t *testing.T) {
 		}{
 			{"unopenable --ro", append([]string{"--ro", "/nonexistent-dsh-ll", "--ro", "/", "--"}, touch...),
 				llPrefix + "cannot open rule path: /nonexistent-dsh-ll: No such file or directory"},
-			{"unsearchable --rw", append([]string{"--ro", "/", "--rw", locked + "/x", "--"}, touch...),
-				llPrefix + "cannot open rule path: " + locked + "/x: " + lockedWhy},
+			{"unsearchable --rw", append([]string{"--ro", "/", "--rw", lockedPath, "--"}, touch...),
+				llPrefix + "cannot open rule path: " + lockedPath + ": " + lockedWhy},
 			{"narrower reads", append([]string{"--ro", "/usr", "--ro", "/bin", "--rw", "/dev/null", "--"}, touch...),
 				llPrefix + "unsupported grant: reads limited to the --ro paths are not supported (give --ro /)"},
 			{"writable file", append([]string{"--ro", "/", "--rw", file, "--"}, touch...),
@@ -286,8 +292,19 @@ func TestLandlockRunExitStatus(t *testing.T) {
 			{"not executable", []string{noexec}, 125, llPrefix + "exec failed: Permission denied"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				r := id.llRun(t, runOpts{Flags: roProfile(tc.argv...), Dir: ws})
+				rep := filepath.Join(id.mkdirOwned(t, "/tmp", "dsh-it-llrep-"), "report.json")
+				r := id.llRun(t, runOpts{Flags: roProfile(tc.argv...), Dir: ws, Env: []string{"DSH_SANDBOX_REPORT=" + rep}})
 				requireLLExit(t, r, tc.exit)
+				var got struct {
+					ExitCode *int   `json:"exit_code"`
+					Error    string `json:"error"`
+				}
+				if err := json.Unmarshal([]byte(readFile(t, rep)), &got); err != nil {
+					t.Fatalf("DSH_SANDBOX_REPORT: %v", err)
+				}
+				if got.ExitCode == nil || *got.ExitCode != tc.exit || (got.Error != "") != (tc.line != "") {
+					t.Errorf("report exit_code %v error %q, want %d and an error iff the launcher failed", got.ExitCode, got.Error, tc.exit)
+				}
 				var want []string
 				if tc.line != "" {
 					want = append(want, tc.line)

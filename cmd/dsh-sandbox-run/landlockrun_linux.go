@@ -105,8 +105,12 @@ func landlockRun(argv, environ []string, stdout, stderr io.Writer) int {
 		return fail("cannot write report: %v", err)
 	}
 	defer rep.close()
+	// Every failure is also written to the report, with landlock-run's
+	// status (125, also for an exec failure).
 	failReport := func(p modes.Policy, err error, format string, a ...any) int {
-		rep.write(io.Discard, sandbox.NewReport(p, nil, err))
+		r := sandbox.NewReport(p, nil, err)
+		r.ExitCode = llExit
+		rep.write(io.Discard, r)
 		return fail(format, a...)
 	}
 	network, err := llNetwork(lookupEnv(environ, llEnvNetwork))
@@ -176,8 +180,7 @@ func landlockRun(argv, environ []string, stdout, stderr io.Writer) int {
 	if err := cmd.Start(); err != nil {
 		var ee *sandbox.ExecError
 		if errors.As(err, &ee) {
-			rep.write(io.Discard, sandbox.NewReport(policy, nil, err))
-			return fail("exec failed: %s", strerror(ee.Err))
+			return failReport(policy, err, "exec failed: %s", strerror(ee.Err))
 		}
 		return failReport(policy, err, "sandbox setup failed: %v", err)
 	}
