@@ -88,7 +88,10 @@ func landlockRun(argv, environ []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		cwd, err = filepath.EvalSymlinks(cwd)
 	}
-	if err != nil {
+	switch {
+	case err != nil && a.probe:
+		cwd = "/" // the probe's commands run `true`: any directory does
+	case err != nil:
 		return fail("cannot get the working directory: %s", strerror(errnoOf(err)))
 	}
 	if a.probe {
