@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
@@ -440,24 +442,45 @@ func TestLandlockRunSignals(t *testing.T) {
 				requireLauncherLines(t, r, partial)
 			})
 		}
-		t.Run("SIGTERM reaches the command", func(t *testing.T) {
-			ws := id.workspace(t)
-			ready := filepath.Join(ws, "ready")
-			s := id.start(t, runOpts{Bin: landlockRunBin(t), NoReport: true, Flags: wwProfile(ws, bash(fmt.Sprintf(
-				`trap 'echo trapped; exit 3' TERM; echo > %q; while :; do sleep 0.05; done`, ready))...), Dir: ws})
-			deadline := time.Now().Add(testtime.Scale(20 * time.Second))
-			for !exists(ready) && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-				t.Fatal(err)
-			}
-			r := s.wait(t, 0)
-			requireLLExit(t, r, 3)
-			if r.Stdout != "trapped\n" {
-				t.Errorf("stdout = %q, want the command's TERM trap", r.Stdout)
-			}
-			requireLauncherLines(t, r, partial)
-		})
+		for _, tc := range []struct {
+			name   string
+			sig    syscall.Signal
+			trap   string // the command's trap of sig
+			exit   int    // how landlock-run ends: exit status,
+			killed bool   // or killed by SIGKILL (the tree, after the grace)
+			stdout string
+		}{
+			{"SIGTERM reaches the command", syscall.SIGTERM, `echo trapped; exit 3`, 3, false, "trapped\n"},
+			{"SIGINT reaches the command", syscall.SIGINT, `echo trapped; exit 4`, 4, false, "trapped\n"},
+			{"an ignored SIGTERM: the tree is killed after the grace", syscall.SIGTERM, ``, 0, true, ""},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				ws := id.workspace(t)
+				ready := filepath.Join(ws, "ready")
+				arg := uniqueSleep(t)
+				s := id.start(t, runOpts{Bin: landlockRunBin(t), NoReport: true, Flags: wwProfile(ws, bash(fmt.Sprintf(
+					`trap %q %s; sleep %s & echo > %q; while :; do sleep 0.05; done`, tc.trap, strings.TrimPrefix(unix.SignalName(tc.sig), "SIG"), arg, ready))...), Dir: ws})
+				deadline := time.Now().Add(testtime.Scale(20 * time.Second))
+				for !exists(ready) && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if err := s.cmd.Process.Signal(tc.sig); err != nil {
+					t.Fatal(err)
+				}
+				r := s.wait(t, 0)
+				if tc.killed {
+					if r.Signal != syscall.SIGKILL {
+						t.Errorf("landlock-run ended with exit %d signal %d, want the tree's SIGKILL", r.Exit, r.Signal)
+					}
+				} else {
+					requireLLExit(t, r, tc.exit)
+				}
+				if r.Stdout != tc.stdout {
+					t.Errorf("stdout = %q, want %q", r.Stdout, tc.stdout)
+				}
+				requireGone(t, arg, 5*time.Second)
+				requireLauncherLines(t, r, partial)
+			})
+		}
 	})
 }
