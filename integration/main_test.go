@@ -357,6 +357,7 @@ func nonce() string {
 // Running the CLI
 
 type runOpts struct {
+	Bin        string   // the program to run (default cliPath; e.g. its landlock-run symlink)
 	Flags      []string // dsh-sandbox-run flags (before "--")
 	Argv       []string // the command; nil means no "--" and no command
 	Wrap       []string // argv prefix in front of the CLI (unshare, degrade)
@@ -372,6 +373,7 @@ type runOpts struct {
 
 type result struct {
 	Exit      int
+	Signal    syscall.Signal // the signal that ended the CLI (Exit is then 128+N), or 0
 	Stdout    string
 	Stderr    string
 	Report    *Report
@@ -466,7 +468,11 @@ func (id identity) start(t *testing.T, o runOpts) *started {
 	tmp := id.mkdirOwned(t, "/tmp", "dsh-it-run-")
 	s := &started{}
 	args := append([]string{}, o.Wrap...)
-	args = append(args, cliPath)
+	if o.Bin != "" {
+		args = append(args, o.Bin)
+	} else {
+		args = append(args, cliPath)
+	}
 	args = append(args, o.Flags...)
 	if !o.NoReport {
 		s.reportPath = filepath.Join(tmp, "report.json")
@@ -536,7 +542,7 @@ func (s *started) wait(t *testing.T, timeout time.Duration) result {
 		case ws.Exited():
 			r.Exit = ws.ExitStatus()
 		case ws.Signaled():
-			r.Exit = 128 + int(ws.Signal())
+			r.Exit, r.Signal = 128+int(ws.Signal()), ws.Signal()
 		}
 	}
 	_ = s.outF.Close()

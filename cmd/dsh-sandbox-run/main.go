@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -27,6 +28,11 @@ const (
 )
 
 func main() {
+	// Invoked as landlock-run (a symlink to this binary): the upstream
+	// launcher's CLI, see landlockrun.go.
+	if len(os.Args) > 0 && filepath.Base(os.Args[0]) == llName {
+		os.Exit(landlockRun(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
