@@ -41,13 +41,14 @@ const (
 var (
 	buildOnce sync.Once
 	binPath   string
+	buildDir  string // the directory serverBin built into, removed at the end
 	buildErr  error
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath))
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
 	}
 	os.Exit(code)
 }
@@ -57,7 +58,17 @@ func TestMain(m *testing.M) {
 func serverBin(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		// make vm-test builds the binaries on the host (the guest has no
+		// module cache): DSH_IT_BIN names their directory.
+		if prebuilt := os.Getenv("DSH_IT_BIN"); prebuilt != "" {
+			binPath = filepath.Join(prebuilt, name)
+			if _, err := os.Stat(binPath); err != nil {
+				buildErr = fmt.Errorf("DSH_IT_BIN is set but holds no %s: %w", name, err)
+			}
+			return
+		}
 		dir, err := os.MkdirTemp("", "dsh-mcp-bin-")
+		buildDir = dir
 		if err == nil {
 			err = os.Chmod(dir, 0o755)
 		}
@@ -341,8 +352,12 @@ func tsSDK(t *testing.T) string {
 	}
 	script, err := os.ReadFile(filepath.Join("testdata", "tsclient.mjs"))
 	require.NoError(t, err)
+	// (written only when it differs: make vm-test's guest gets a read-only
+	// cache prepared on the host, the script included)
 	dst := filepath.Join(cache, "tsclient.mjs")
-	require.NoError(t, os.WriteFile(dst, script, 0o644))
+	if have, err := os.ReadFile(dst); err != nil || !bytes.Equal(have, script) {
+		require.NoError(t, os.WriteFile(dst, script, 0o644))
+	}
 	return dst
 }
 

@@ -98,6 +98,7 @@ log "building the test binaries on the host ($run/bin)"
       echo "$pkg $dir $name" >>"$run/packages"
     done
   CGO_ENABLED=1 "$GO" build -o "$run/bin/dsh-sandbox-run" ./cmd/dsh-sandbox-run
+  CGO_ENABLED=1 "$GO" build -o "$run/bin/dsh-sandbox-mcp" ./cmd/dsh-sandbox-mcp
   CGO_ENABLED=1 "$GO" build -o "$run/bin/degrade" ./integration/internal/degrade
   CGO_ENABLED=1 "$GO" build -o "$run/bin/harness" ./integration/internal/harness
   CGO_ENABLED=1 "$GO" build -o "$run/bin/toolrepl" ./examples/toolrepl
@@ -105,6 +106,24 @@ log "building the test binaries on the host ($run/bin)"
   CGO_ENABLED=0 "$GO" build -o "$run/bin/racer" ./integration/internal/racer
 ) || die "building the test binaries failed"
 [ -s "$run/packages" ] || die "PKGS=$PKGS: no package with tests"
+# The guest has no network: the TypeScript MCP SDK that cmd/dsh-sandbox-mcp's real-client test
+# runs is installed here (the version its test pins), cached across runs, and copied into the run
+# (DSH_MCP_TS_CACHE), where the test finds it installed. No npm here: the guest's test says so.
+ts_cache=""
+if grep -q '^github.com/dsh-sandbox/dsh-sandbox/cmd/dsh-sandbox-mcp ' "$run/packages" && command -v npm >/dev/null 2>&1; then
+  ts_version="$(sed -n 's/^const tsSDKVersion = "\(.*\)"$/\1/p' "$root/cmd/dsh-sandbox-mcp/binary_linux_test.go")"
+  [ -n "$ts_version" ] || die "cannot read tsSDKVersion from cmd/dsh-sandbox-mcp/binary_linux_test.go"
+  ts_host="$VM_CACHE/mcp-ts-sdk-$ts_version"
+  if [ ! -f "$ts_host/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
+    log "installing @modelcontextprotocol/sdk@$ts_version for the guest ($ts_host)"
+    npm install --no-audit --no-fund --loglevel=error --prefix "$ts_host" "@modelcontextprotocol/sdk@$ts_version" ||
+      die "npm install @modelcontextprotocol/sdk@$ts_version failed"
+  fi
+  ts_cache="$run/mcp-ts-sdk"
+  cp -a "$ts_host" "$ts_cache"
+  cp "$root/cmd/dsh-sandbox-mcp/testdata/tsclient.mjs" "$ts_cache/"
+  chmod -R a+rX "$ts_cache"
+fi
 chmod 0755 "$run/bin"/*
 
 case "$GO_TEST_TIMEOUT" in
@@ -133,6 +152,7 @@ export PATH=$gobin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root GOFLAGS=-mod=readonly GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=1
 export DSH_REQUIRE_LANDLOCK=1 DSH_TEST_USER=dshtest CI=true
 export DSH_SANDBOX_RUN=$run/bin/dsh-sandbox-run DSH_IT_BIN=$run/bin DSH_TEST_TIME_SCALE=$TIME_SCALE
+${ts_cache:+export DSH_MCP_TS_CACHE=$ts_cache}
 finish() { sync; echo o >/proc/sysrq-trigger; sleep 5; poweroff -f; }
 trap finish EXIT
 ip link set lo up 2>/dev/null
