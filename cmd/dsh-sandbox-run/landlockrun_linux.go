@@ -41,7 +41,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -71,11 +70,7 @@ func errnoOf(err error) syscall.Errno {
 // are printed: an upstream consumer reads any launcher line as a runner
 // failure.
 func landlockRun(argv, environ []string, stdout, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
-		msg := strings.ReplaceAll(fmt.Sprintf(format, a...), "\n", " ")
-		fmt.Fprintf(stderr, "%s: %s\n", llName, msg)
-		return llExit
-	}
+	fail := failer(stderr, llName, llExit)
 	a, err := parseLandlockRun(argv)
 	if err != nil {
 		return fail("%v", err)

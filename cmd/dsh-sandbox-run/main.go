@@ -36,12 +36,19 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
-func run(argv, environ []string, stdout, stderr io.Writer) int {
-	fail := func(format string, a ...any) int {
+// failer returns a function that prints one line "<prog>: <message>" to w
+// (a message's newlines become spaces, so it stays one line) and returns
+// code: how every setup failure of either CLI ends.
+func failer(w io.Writer, prog string, code int) func(format string, a ...any) int {
+	return func(format string, a ...any) int {
 		msg := strings.ReplaceAll(fmt.Sprintf(format, a...), "\n", " ")
-		fmt.Fprintf(stderr, "%s: %s\n", name, msg)
-		return exitSetup
+		fmt.Fprintf(w, "%s: %s\n", prog, msg)
+		return code
 	}
+}
+
+func run(argv, environ []string, stdout, stderr io.Writer) int {
+	fail := failer(stderr, name, exitSetup)
 	o, err := parse(argv)
 	if err != nil {
 		return fail("%v", err)
