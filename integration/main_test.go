@@ -39,6 +39,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testhost"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
@@ -169,13 +170,6 @@ type identity struct {
 
 func (id identity) isRoot() bool { return id.uid == 0 }
 
-func testUserName() string {
-	if u := os.Getenv("DSH_TEST_USER"); u != "" {
-		return u
-	}
-	return "dshtest"
-}
-
 // forEachIdentity runs f as a "root" subtest (only when the test process is
 // root) and as a "user" subtest (the unprivileged DSH_TEST_USER account, or the
 // current account when the test process is not root).
@@ -205,21 +199,9 @@ func unprivileged(t *testing.T) (identity, bool) {
 		}
 		return identity{name: "user", uid: uint32(os.Getuid()), gid: uint32(os.Getgid()), home: u.HomeDir, username: u.Username}, true
 	}
-	name := testUserName()
-	u, err := user.Lookup(name)
-	if err != nil {
-		msg := fmt.Sprintf("!!! UNPRIVILEGED TEST USER %q NOT FOUND (%v): the unprivileged half of the suite DID NOT RUN. Create it with: useradd -m -s /bin/bash %s", name, err, name)
-		if os.Getenv("CI") == "true" || os.Getenv("DSH_TEST_USER") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-		return identity{}, false
-	}
+	u := testhost.TestUser(t)
 	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
 	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	if uid == 0 {
-		t.Fatalf("DSH_TEST_USER %q is uid 0; it must be unprivileged", name)
-	}
 	return identity{name: "user", uid: uint32(uid), gid: uint32(gid), home: u.HomeDir, username: u.Username, switchTo: true}, true
 }
 

@@ -109,21 +109,9 @@ func forEachIdentity(t *testing.T, f func(t *testing.T, id identity)) {
 			f(t, identity{name: "user", uid: os.Getuid(), gid: os.Getgid(), home: u.HomeDir})
 			return
 		}
-		n := os.Getenv("DSH_TEST_USER")
-		if n == "" {
-			n = "dshtest"
-		}
-		u, err := user.Lookup(n)
-		if err != nil {
-			msg := fmt.Sprintf("!!! UNPRIVILEGED TEST USER %q NOT FOUND (%v): the unprivileged half DID NOT RUN. Create it with: useradd -m -s /bin/bash %s", n, err, n)
-			if os.Getenv("CI") == "true" || os.Getenv("DSH_TEST_USER") != "" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
-		}
+		u := testhost.TestUser(t)
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		require.NotZero(t, uid, "the test user must be unprivileged")
 		f(t, identity{name: "user", uid: uid, gid: gid, home: u.HomeDir, switchTo: true})
 	})
 }

@@ -1,7 +1,9 @@
 package testhost
 
 import (
+	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,4 +41,28 @@ func CountProcs(t testing.TB, argv ...string) int {
 		}
 	}
 	return n
+}
+
+// TestUser is the unprivileged account the tests' "user" halves run as:
+// $DSH_TEST_USER, default dshtest. A missing account fails the test under
+// CI=true or when DSH_TEST_USER is set, else skips it saying loudly that
+// the unprivileged half did not run; an account of uid 0 fails it.
+func TestUser(t testing.TB) *user.User {
+	t.Helper()
+	name := os.Getenv("DSH_TEST_USER")
+	if name == "" {
+		name = "dshtest"
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		msg := fmt.Sprintf("!!! UNPRIVILEGED TEST USER %q NOT FOUND (%v): the unprivileged half DID NOT RUN. Create it with: useradd -m -s /bin/bash %s", name, err, name)
+		if os.Getenv("CI") == "true" || os.Getenv("DSH_TEST_USER") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	if u.Uid == "0" {
+		t.Fatalf("DSH_TEST_USER %q is uid 0; it must be unprivileged", name)
+	}
+	return u
 }

@@ -20,3 +20,10 @@ func TestCountProcs(t *testing.T) {
 		t.Fatalf("CountProcs(sleep %s) = %d, want 1", arg, n)
 	}
 }
+
+func TestTestUser(t *testing.T) {
+	u := TestUser(t) // fails or skips, saying so, when the account is missing
+	if u.Uid == "0" || u.Username == "" {
+		t.Fatalf("TestUser = %+v, want an unprivileged account", u)
+	}
+}
