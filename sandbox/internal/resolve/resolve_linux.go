@@ -4,6 +4,7 @@ package resolve
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +28,22 @@ type Target struct {
 	PID    int
 	nspid  int // its pid inside its own pid namespace; 0 until needed
 	RootFD int
+	// buf is scratch space for reading the target's memory and links,
+	// allocated on first use and kept by a Target that is reused
+	// (Retarget): a notified call then allocates almost nothing.
+	buf []byte
+}
+
+// Retarget makes t a view of process pid, keeping its root and buffer.
+func (t *Target) Retarget(pid int) {
+	t.PID, t.nspid = pid, 0
+}
+
+func (t *Target) scratch() []byte {
+	if t.buf == nil {
+		t.buf = make([]byte, unix.PathMax)
+	}
+	return t.buf
 }
 
 // OpenRoot opens the root directory of process pid.
@@ -82,11 +99,14 @@ func Tgid(tid int) int {
 // base returns the directory a relative path of the target is resolved
 // against: its cwd for AT_FDCWD, else the directory open as dirfd.
 func (t *Target) base(dirfd int32) (string, error) {
-	link := fmt.Sprintf("/proc/%d/cwd", t.PID)
-	if dirfd != unix.AT_FDCWD {
-		link = fmt.Sprintf("/proc/%d/fd/%d", t.PID, dirfd)
+	var lb [48]byte
+	link := strconv.AppendInt(append(lb[:0], "/proc/"...), int64(t.PID), 10)
+	if dirfd == unix.AT_FDCWD {
+		link = append(link, "/cwd"...)
+	} else {
+		link = strconv.AppendInt(append(link, "/fd/"...), int64(dirfd), 10)
 	}
-	s, err := os.Readlink(link)
+	s, err := t.readlinkat(unix.AT_FDCWD, string(link))
 	if err != nil {
 		return "", err
 	}
@@ -101,6 +121,11 @@ func (t *Target) base(dirfd int32) (string, error) {
 // With follow, a symlink in the last component is followed. A missing last
 // component is allowed (the caller may be creating it); a missing earlier
 // one yields ENOENT.
+//
+// A path without symlinks or ".." outside /proc — nearly every path a
+// command writes — is checked by one openat2 of it (or of its parent) under
+// the root with RESOLVE_NO_SYMLINKS: when that succeeds, the path as written
+// is canonical. Anything else is walked a component at a time.
 func (t *Target) Resolve(dirfd int32, p string, follow bool) (string, error) {
 	if p == "" {
 		return "", unix.ENOENT
@@ -112,6 +137,75 @@ func (t *Target) Resolve(dirfd int32, p string, follow bool) (string, error) {
 		}
 		p = b + "/" + p
 	}
+	if r, ok := t.direct(p, follow); ok {
+		return r, nil
+	}
+	return t.walk(p, follow)
+}
+
+// direct resolves absolute path p in the kernel, in one or two openat2
+// calls that follow no symlink, and reports whether that settled it: ok is
+// false for a path with a ".." component or under /proc (where /proc/self
+// and magic links need the walk), and whenever the kernel met a symlink or
+// failed for any reason — the walk then decides, as it always did.
+func (t *Target) direct(p string, follow bool) (string, bool) {
+	if hasDotDot(p) {
+		return "", false
+	}
+	clean := path.Clean(p)
+	if clean == "/proc" || strings.HasPrefix(clean, "/proc/") {
+		return "", false
+	}
+	if clean == "/" {
+		return clean, true
+	}
+	if follow {
+		switch err := t.lookup(clean, 0); {
+		case err == nil:
+			return clean, true // no component is a symlink
+		case err != unix.ENOENT:
+			return "", false // a symlink (ELOOP), or something for the walk
+		}
+		// ENOENT: a missing last component is fine, a missing parent
+		// is for the walk to report.
+	}
+	if err := t.lookup(path.Dir(clean), unix.O_DIRECTORY); err != nil {
+		return "", false
+	}
+	return clean, true
+}
+
+// lookup resolves clean absolute path p under the root without following
+// any symlink (an O_PATH open, closed at once: nothing is opened for real).
+func (t *Target) lookup(p string, flags uint64) error {
+	fd, err := unix.Openat2(t.RootFD, Rel(p), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC | flags,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	return nil
+}
+
+// hasDotDot reports whether p has a ".." component.
+func hasDotDot(p string) bool {
+	for {
+		i := strings.Index(p, "..")
+		if i < 0 {
+			return false
+		}
+		if (i == 0 || p[i-1] == '/') && (i+2 == len(p) || p[i+2] == '/') {
+			return true
+		}
+		p = p[i+2:]
+	}
+}
+
+// walk resolves absolute path p a component at a time: a stat of each, a
+// readlink of each symlink, /proc/self mapped to the target's own pid.
+func (t *Target) walk(p string, follow bool) (string, error) {
 	comps := strings.Split(p, "/")
 	cur := "/"
 	links := 0
@@ -146,7 +240,7 @@ func (t *Target) Resolve(dirfd int32, p string, follow bool) (string, error) {
 		if links++; links > 40 {
 			return "", unix.ELOOP
 		}
-		dest, err := readlinkat(t.RootFD, Rel(next))
+		dest, err := t.readlinkat(t.RootFD, Rel(next))
 		if err != nil {
 			return "", err
 		}
@@ -204,8 +298,8 @@ func Rel(p string) string {
 	return strings.TrimPrefix(p, "/")
 }
 
-func readlinkat(dirfd int, p string) (string, error) {
-	buf := make([]byte, unix.PathMax)
+func (t *Target) readlinkat(dirfd int, p string) (string, error) {
+	buf := t.scratch()
 	n, err := unix.Readlinkat(dirfd, p, buf)
 	if err != nil {
 		return "", err
@@ -213,30 +307,27 @@ func readlinkat(dirfd int, p string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// ReadString reads a NUL-terminated string of at most max bytes from the
-// target's memory at addr.
-func ReadString(pid int, addr uint64, max int) (string, error) {
+// ReadPath reads the NUL-terminated path at addr in the target's memory: at
+// most PATH_MAX bytes with its NUL, as the kernel takes a path (longer is
+// ENAMETOOLONG). It reads a page at a time into the Target's buffer, so a
+// path that does not cross a page costs one process_vm_readv.
+func (t *Target) ReadPath(addr uint64) (string, error) {
 	if addr == 0 {
 		return "", unix.EFAULT
 	}
-	var out []byte
+	buf := t.scratch()
 	const page = 4096
-	for len(out) < max {
-		n := page - int(addr%page)
-		if len(out)+n > max {
-			n = max - len(out)
-		}
-		buf := make([]byte, n)
-		got, err := unix.ProcessVMReadv(pid, []unix.Iovec{{Base: &buf[0], Len: uint64(n)}},
+	for have := 0; have < len(buf); {
+		n := min(page-int(addr%page), len(buf)-have)
+		got, err := unix.ProcessVMReadv(t.PID, []unix.Iovec{{Base: &buf[have], Len: uint64(n)}},
 			[]unix.RemoteIovec{{Base: uintptr(addr), Len: n}}, 0)
 		if err != nil {
 			return "", err
 		}
-		buf = buf[:got]
-		if i := indexByte(buf, 0); i >= 0 {
-			return string(append(out, buf[:i]...)), nil
+		if i := bytes.IndexByte(buf[have:have+got], 0); i >= 0 {
+			return string(buf[:have+i]), nil
 		}
-		out = append(out, buf...)
+		have += got
 		addr += uint64(got)
 		if got < n {
 			return "", unix.EFAULT
@@ -260,13 +351,4 @@ func ReadBytes(pid int, addr uint64, n int) ([]byte, error) {
 		return nil, unix.EFAULT
 	}
 	return buf, nil
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,9 +60,103 @@ func TestResolveOwnProcess(t *testing.T) {
 
 func TestReadString(t *testing.T) {
 	b := []byte("/some/path\x00junk")
-	s, err := ReadString(os.Getpid(), uint64(uintptrOf(&b[0])), 4096)
+	tg := &Target{PID: os.Getpid()}
+	s, err := tg.ReadPath(uint64(uintptrOf(&b[0])))
 	require.NoError(t, err)
 	assert.Equal(t, "/some/path", s)
-	_, err = ReadString(os.Getpid(), 0, 10)
+	_, err = tg.ReadPath(0)
 	assert.Error(t, err)
+}
+
+// TestDirectAgreesWithWalk checks the one-openat2 fast path against the
+// component walk it short-cuts: for every path it settles, the walk gives
+// the same canonical path; paths it must not settle (symlinks, "..",
+// /proc, missing parents) are left to the walk.
+func TestDirectAgreesWithWalk(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	for _, d := range []string{"a/b/c", "x", "proc"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a/b/c/f"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o644))
+	require.NoError(t, os.Symlink("a/b", filepath.Join(dir, "lnk")))
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(dir, "a/b/c/out")))
+	require.NoError(t, os.Symlink("missing", filepath.Join(dir, "a/dangling")))
+
+	rootfd, err := OpenRoot(os.Getpid())
+	require.NoError(t, err)
+	defer unix.Close(rootfd)
+	tg := &Target{PID: os.Getpid(), RootFD: rootfd}
+
+	for _, tc := range []struct {
+		p      string
+		direct bool // the fast path settles it
+	}{
+		{"a/b/c/f", true},
+		{"a/b/c/new", true},
+		{"a//b/./c/", true},
+		{"a/b/c/f/", true},
+		{"file", true},
+		{"file/x", false}, // ENOTDIR: the walk says what it says
+		{"proc/x", true},  // a directory called proc, not /proc
+		{"", true},        // the directory itself
+		{"a/b/c/out", false},
+		{"a/dangling", false},
+		{"lnk/c/f", false},
+		{"lnk/c/new", false},
+		{"a/b/../b/c/f", false},
+		{"a/..", false},
+		{"missing/x", false},
+		{"a/missing/x", false},
+		{"/proc/self/status", false},
+		{"/proc", false},
+		{"/", true},
+	} {
+		for _, follow := range []bool{true, false} {
+			p := tc.p
+			if !strings.HasPrefix(p, "/") {
+				p = dir + "/" + p
+			}
+			want, werr := tg.walk(p, follow)
+			got, ok := tg.direct(p, follow)
+			if ok {
+				assert.NoError(t, werr, "%s follow=%v: direct settled a path the walk refuses", tc.p, follow)
+				assert.Equal(t, want, got, "%s follow=%v", tc.p, follow)
+			}
+			// A final symlink is the walk's only when followed.
+			settles := tc.direct || (!follow && (tc.p == "a/b/c/out" || tc.p == "a/dangling"))
+			assert.Equal(t, settles, ok, "%s follow=%v: direct settled it", tc.p, follow)
+			r, rerr := tg.Resolve(unix.AT_FDCWD, p, follow)
+			assert.Equal(t, want, r, "%s follow=%v: Resolve", tc.p, follow)
+			assert.Equal(t, werr, rerr, "%s follow=%v: Resolve's error", tc.p, follow)
+		}
+	}
+}
+
+// BenchmarkResolve compares the fast path with the walk on a path of a
+// typical depth that does not exist yet (a file being created).
+func BenchmarkResolve(b *testing.B) {
+	dir, err := filepath.EvalSymlinks(b.TempDir())
+	require.NoError(b, err)
+	require.NoError(b, os.MkdirAll(filepath.Join(dir, "a/b/c"), 0o755))
+	rootfd, err := OpenRoot(os.Getpid())
+	require.NoError(b, err)
+	defer unix.Close(rootfd)
+	tg := &Target{PID: os.Getpid(), RootFD: rootfd}
+	p := dir + "/a/b/c/new"
+	b.Run("walk", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := tg.walk(p, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("resolve", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, err := tg.Resolve(unix.AT_FDCWD, p, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

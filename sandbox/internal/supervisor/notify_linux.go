@@ -49,6 +49,9 @@ type Notifier struct {
 	own        ownSockets // socket files the sandbox bound
 	guard      OpenGuard  // what Landlock cannot stop in this run
 	egress     *Egress    // inet destinations under an allowlist, or nil
+	// loop is the Target the notification loop reuses for path calls
+	// (loopTarget); only Run's goroutine touches it.
+	loop resolve.Target
 }
 
 // OpenGuard is what the notifier refuses, from a call's registers alone,
@@ -132,13 +135,16 @@ func (n *Notifier) guardVerdict(req *seccomp.Notif, rule seccomp.Rule) (v verdic
 // factPath names a path argument for a denial fact: canonical when it can
 // be resolved, else as the command wrote it ("" when unreadable).
 func (n *Notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow bool) string {
-	p, err := resolve.ReadString(int(req.Pid), addr, unix.PathMax)
+	t, err := n.loopTarget(req)
 	if err != nil {
+		if p, err := (&resolve.Target{PID: int(req.Pid)}).ReadPath(addr); err == nil {
+			return p
+		}
 		return ""
 	}
-	t, err := n.target(req)
+	p, err := t.ReadPath(addr)
 	if err != nil {
-		return p
+		return ""
 	}
 	if r, err := t.Resolve(dirfd, p, follow); err == nil {
 		return r
@@ -412,13 +418,13 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		return allow()
 	}
 
-	t, err := n.target(req)
+	t, err := n.loopTarget(req)
 	if err != nil {
 		return allow()
 	}
 	resolved := make([]string, len(args))
 	for i, pa := range args {
-		p, err := resolve.ReadString(int(req.Pid), pa.addr, unix.PathMax)
+		p, err := t.ReadPath(pa.addr)
 		if err != nil {
 			return allow() // the kernel reports EFAULT/ENAMETOOLONG itself
 		}
@@ -515,22 +521,43 @@ func abstractName(b []byte) string {
 	return "@" + strings.TrimRight(string(b), "\x00")
 }
 
+// loopTarget is target for the notification loop's own goroutine (path
+// calls): it reuses one Target and its buffers instead of allocating them.
+func (n *Notifier) loopTarget(req *seccomp.Notif) (*resolve.Target, error) {
+	if _, err := n.root(req); err != nil {
+		return nil, err
+	}
+	n.loop.Retarget(int(req.Pid))
+	n.loop.RootFD = n.rootfd
+	return &n.loop, nil
+}
+
 // target returns the process of a notification. The sandbox's root is opened
 // once, from a process whose notification is still pending (so the pid was
 // not reused).
 func (n *Notifier) target(req *seccomp.Notif) (*resolve.Target, error) {
+	rootfd, err := n.root(req)
+	if err != nil {
+		return nil, err
+	}
+	return &resolve.Target{PID: int(req.Pid), RootFD: rootfd}, nil
+}
+
+// root returns the sandbox's root directory, opened from the first
+// notifying process.
+func (n *Notifier) root(req *seccomp.Notif) (int, error) {
 	n.rootMu.Lock()
 	defer n.rootMu.Unlock()
 	if n.rootfd < 0 {
 		fd, err := resolve.OpenRoot(int(req.Pid))
 		if err != nil {
-			return nil, err
+			return -1, err
 		}
 		if !seccomp.Valid(n.fd, req.ID) {
 			unix.Close(fd)
-			return nil, unix.ESRCH
+			return -1, unix.ESRCH
 		}
 		n.rootfd = fd
 	}
-	return &resolve.Target{PID: int(req.Pid), RootFD: n.rootfd}, nil
+	return n.rootfd, nil
 }
