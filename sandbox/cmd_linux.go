@@ -176,7 +176,24 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
 	}
-	proc, ctrl, err := c.spawnRunner(runnerPath, eg)
+	// On cgroup v2 the runner starts inside the command's group; where
+	// that fails (clone3 before Linux 5.7, a group the kernel refuses) it
+	// starts outside and joins it below.
+	var cgroupDir *os.File
+	if c.group != nil {
+		cgroupDir, _ = c.group.OpenDir()
+	}
+	proc, ctrl, err := c.spawnRunner(runnerPath, eg, cgroupDir)
+	joined := err == nil && cgroupDir != nil
+	if err != nil && cgroupDir != nil {
+		var se *SetupError
+		if errors.As(err, &se) {
+			proc, ctrl, err = c.spawnRunner(runnerPath, eg, nil)
+		}
+	}
+	if cgroupDir != nil {
+		cgroupDir.Close()
+	}
 	if err != nil {
 		if eg != nil {
 			eg.close()
@@ -211,7 +228,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	}
 	// The runner reads its spec before it does anything else: joined now,
 	// it and everything it forks are in the group.
-	if c.group != nil {
+	if c.group != nil && !joined {
 		if err := c.group.Add(proc.Pid); err != nil {
 			c.group.Close()
 			c.group = nil
@@ -535,7 +552,10 @@ const selfExe = "/proc/self/exe"
 // spawnRunner re-executes runnerPath as a runner with the command as its
 // argv. No clone flags: the runner creates its namespaces itself, so this is
 // a cheap vfork whatever the size of this process.
-func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession) (*os.Process, *os.File, error) {
+//
+// With cgroupDir, the runner is cloned straight into that cgroup
+// (clone3 with CLONE_INTO_CGROUP, still a vfork).
+func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.File) (*os.Process, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		if re := resourceError("socketpair", err); re != nil {
@@ -567,6 +587,9 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession) (*os.Process, *o
 		Stdout:     writerOf(c.Stdout),
 		Stderr:     writerOf(c.Stderr),
 		ExtraFiles: append([]*os.File{child}, c.ExtraFiles...),
+	}
+	if cgroupDir != nil {
+		proc.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgroupDir.Fd())}
 	}
 	if err := proc.Start(); err != nil {
 		ctrl.Close()

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -118,5 +119,40 @@ func TestSweep(t *testing.T) {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("young %s group %s swept: %v", c, p, err)
 		}
+	}
+}
+
+// On cgroup v2 a process can be started inside the group (OpenDir for
+// clone3's CLONE_INTO_CGROUP): it is in the group from its first
+// instruction. On v1 OpenDir refuses, and the caller joins by Add.
+func TestOpenDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("!!! creating a cgroup needs root here: test NOT RUN")
+	}
+	g, err := Create(modes.Limits{MaxPids: 8}, "dsh-unit-"+time.Now().Format("150405.000000"))
+	if err != nil {
+		t.Fatalf("Create as root: %v", err)
+	}
+	defer g.Close()
+	dir, err := g.OpenDir()
+	if !g.v2 {
+		if err == nil {
+			dir.Close()
+			t.Fatal("OpenDir on cgroup v1 succeeded; there is no clone into a v1 group")
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("OpenDir on cgroup v2: %v", err)
+	}
+	defer dir.Close()
+	sh := exec.Command("/bin/sh", "-c", "cat /proc/self/cgroup")
+	sh.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+	out, err := sh.Output()
+	if err != nil {
+		t.Fatalf("start into the group: %v", err)
+	}
+	if want := "0::" + strings.TrimPrefix(g.dir, "/sys/fs/cgroup") + "\n"; string(out) != want {
+		t.Errorf("/proc/self/cgroup = %q, want %q", out, want)
 	}
 }
