@@ -67,12 +67,12 @@ func MountAccessOf(v int) MountAccess {
 // created, and one that exists from being replaced. The carved path and
 // everything beneath it are read-only.
 func fsRules(roots, carved, masked []string) []rule {
-	out := []rule{{"/", unix.LANDLOCK_ACCESS_FS_READ_DIR}}
+	out := []rule{{path: "/", access: unix.LANDLOCK_ACCESS_FS_READ_DIR, kind: kindDir}}
 	devMounts, others := deviceMounts()
 	excluded := append([]string{"/dev"}, devMounts...)
-	grantBeneath("/", append(append([]string(nil), excluded...), masked...), fsRead, &out)
+	grantBeneath("/", kindDir, append(append([]string(nil), excluded...), masked...), fsRead, &out)
 	for _, m := range others {
-		out = append(out, rule{m, fsRead})
+		out = append(out, rule{path: m, access: fsRead})
 	}
 	for _, r := range roots {
 		var ex []string
@@ -81,14 +81,14 @@ func fsRules(roots, carved, masked []string) []rule {
 				ex = append(ex, c)
 			}
 		}
-		grantBeneath(r, append(ex, excluded...), fsRead|fsWrite, &out)
+		grantBeneath(r, kindUnknown, append(ex, excluded...), fsRead|fsWrite, &out)
 	}
 	return out
 }
 
-// grantBeneath adds rules granting access on dir minus the excluded subtrees
-// strictly beneath it.
-func grantBeneath(dir string, excluded []string, access uint64, out *[]rule) {
+// grantBeneath adds rules granting access on dir (of kind k) minus the
+// excluded subtrees strictly beneath it.
+func grantBeneath(dir string, k kind, excluded []string, access uint64, out *[]rule) {
 	split := false
 	for _, x := range excluded {
 		if x != dir && modes.Within(x, dir) {
@@ -96,7 +96,7 @@ func grantBeneath(dir string, excluded []string, access uint64, out *[]rule) {
 		}
 	}
 	if !split {
-		*out = append(*out, rule{dir, access})
+		*out = append(*out, rule{path: dir, access: access, kind: k})
 		return
 	}
 	ents, err := os.ReadDir(dir)
@@ -113,7 +113,11 @@ func grantBeneath(dir string, excluded []string, access uint64, out *[]rule) {
 			excl = excl || x == child
 		}
 		if !excl {
-			grantBeneath(child, excluded, access, out)
+			ck := kindOther
+			if e.IsDir() {
+				ck = kindDir
+			}
+			grantBeneath(child, ck, excluded, access, out)
 		}
 	}
 }

@@ -57,17 +57,21 @@ func TestGrantBeneath(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Join(d, p), 0o755))
 	}
 	require.NoError(t, os.Symlink("a", filepath.Join(d, "link")))
+	require.NoError(t, os.WriteFile(filepath.Join(d, "a/file"), nil, 0o644))
 	var out []rule
-	grantBeneath(d, []string{filepath.Join(d, "a/b/dev")}, fsRead, &out)
-	var paths []string
+	grantBeneath(d, kindDir, []string{filepath.Join(d, "a/b/dev")}, fsRead, &out)
+	kinds := map[string]kind{}
 	for _, r := range out {
 		assert.Equal(t, uint64(fsRead), r.access)
-		paths = append(paths, r.path)
+		kinds[r.path] = r.kind
 	}
-	assert.ElementsMatch(t, []string{filepath.Join(d, "a/b/c"), filepath.Join(d, "a/e"), filepath.Join(d, "f")}, paths)
+	assert.Equal(t, map[string]kind{
+		filepath.Join(d, "a/b/c"): kindDir, filepath.Join(d, "a/e"): kindDir, filepath.Join(d, "f"): kindDir,
+		filepath.Join(d, "a/file"): kindOther,
+	}, kinds, "the listed entries, with the type the listing gave (no symlink)")
 	out = nil
-	grantBeneath(filepath.Join(d, "a/b/dev/x"), []string{filepath.Join(d, "a/b/dev")}, fsRead, &out)
-	assert.Equal(t, []rule{{filepath.Join(d, "a/b/dev/x"), fsRead}}, out, "a root inside an excluded subtree is granted whole")
+	grantBeneath(filepath.Join(d, "a/b/dev/x"), kindUnknown, []string{filepath.Join(d, "a/b/dev")}, fsRead, &out)
+	assert.Equal(t, []rule{{path: filepath.Join(d, "a/b/dev/x"), access: fsRead}}, out, "a root inside an excluded subtree is granted whole")
 }
 
 func TestMountAccessOf(t *testing.T) {

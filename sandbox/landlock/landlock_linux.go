@@ -96,7 +96,18 @@ func handledFS(v int) uint64 {
 type rule struct {
 	path   string
 	access uint64
+	kind   kind // what the directory listing said path is, if it was listed
 }
+
+// kind is the type of a rule's path as a directory listing (d_type) gave
+// it, which spares Build an fstat per rule.
+type kind uint8
+
+const (
+	kindUnknown kind = iota // not listed: Build looks
+	kindDir
+	kindOther // a file, device, socket or FIFO (listings skip symlinks)
+)
 
 // Ruleset is a Landlock ruleset derived from a policy for one ABI. It is a
 // value: building it opens nothing; Restrict does the work.
@@ -213,16 +224,16 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 	}
 	rs.rules = append(rs.rules, fsRules(p.WritableRoots, carved, Masked(p))...)
 	for _, d := range modes.DeviceSinks() {
-		rs.rules = append(rs.rules, rule{d, fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE})
+		rs.rules = append(rs.rules, rule{path: d, access: fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE})
 	}
 	for _, d := range randomDevices {
-		rs.rules = append(rs.rules, rule{d, unix.LANDLOCK_ACCESS_FS_READ_FILE})
+		rs.rules = append(rs.rules, rule{path: d, access: unix.LANDLOCK_ACCESS_FS_READ_FILE})
 	}
 	for _, d := range modes.TerminalDevices() {
 		if d == hostPts {
 			continue // the host's ptys are other terminals; see PtyAccess
 		}
-		rs.rules = append(rs.rules, rule{d, (fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE) | unix.LANDLOCK_ACCESS_FS_READ_DIR})
+		rs.rules = append(rs.rules, rule{path: d, access: (fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE) | unix.LANDLOCK_ACCESS_FS_READ_DIR})
 	}
 	return rs
 }
@@ -272,18 +283,27 @@ func addPathRule(rulesetFD int, r rule, handled uint64) error {
 		return fmt.Errorf("landlock rule %s: %w", r.path, err)
 	}
 	defer unix.Close(pfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(pfd, &st); err != nil {
-		return fmt.Errorf("landlock rule %s: %w", r.path, err)
+	isDir := r.kind == kindDir
+	if r.kind == kindUnknown {
+		var st unix.Stat_t
+		if err := unix.Fstat(pfd, &st); err != nil {
+			return fmt.Errorf("landlock rule %s: %w", r.path, err)
+		}
+		isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
 	}
 	access := r.access & handled
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	if !isDir {
 		access &= fsFile // only file rights are valid on a non-directory
 	}
 	if access == 0 {
 		return nil
 	}
-	if err := addPathBeneath(rulesetFD, &unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)}); err != nil {
+	err = addPathBeneath(rulesetFD, &unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)})
+	if errors.Is(err, unix.EINVAL) && r.kind == kindDir {
+		// Listed as a directory, replaced by a file since: look.
+		return addPathRule(rulesetFD, rule{path: r.path, access: r.access}, handled)
+	}
+	if err != nil {
 		return fmt.Errorf("landlock rule %s: %w", r.path, err)
 	}
 	return nil

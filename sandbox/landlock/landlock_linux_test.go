@@ -2,9 +2,11 @@ package landlock
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
@@ -97,4 +99,22 @@ func TestRulesetAttrSize(t *testing.T) {
 	assert.Equal(t, uintptr(48), rulesetAttrSize(10))
 	assert.Equal(t, uintptr(24), rulesetAttrSize(9))
 	assert.Equal(t, uintptr(8), rulesetAttrSize(1))
+}
+
+// A rule's kind comes from a directory listing and spares Build an fstat;
+// an entry that was a directory when listed and is a file by Build still
+// gets its (file) rule, and one that never existed none.
+func TestBuildKindChanged(t *testing.T) {
+	v := requireABI(t)
+	d := t.TempDir()
+	file := filepath.Join(d, "was-a-dir")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	rs := Ruleset{features: FeaturesOf(v), handledFS: handledFS(v), rules: []rule{
+		{path: file, access: fsRead, kind: kindDir},
+		{path: d, access: fsRead, kind: kindDir},
+		{path: filepath.Join(d, "gone"), access: fsRead, kind: kindOther},
+	}}
+	f, err := rs.Build()
+	require.NoError(t, err)
+	f.Close()
 }
