@@ -227,6 +227,7 @@ fuzz: deps
 
 bench: bench-deps build
 	bash bench/spawn.sh
+	bash bench/workloads.sh
 	bash bench/executor.sh
 	bash bench/egress.sh
 

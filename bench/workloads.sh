@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# Workloads of issue 15 (performance), in one run: the median wall time of
+#   `bash -c true`                    spawn cost
+#   `tar x` of 5,000 small files      5,000 file creations (50 directories, 100-2000 bytes each)
+#   `git status` in 5,000 files       a repository of 5,000 committed files
+#   `make -j2` of 17 small C files    gcc -O2 of 17 files and a link
+# each bare (`bash -c CMD`), under dsh-sandbox-run --mode workspace-write (dsh) and under
+# bubblewrap with its usual profile (bwrap), measured interleaved: every round runs each
+# variant once, in an order rotating from round to round, so load drift hits all of them
+# alike. Then a table of medians and their ratios to bwrap, and the cost of one notified
+# write-like call: a C program times N openat(O_WRONLY|O_CREAT) calls under
+# --mode danger-full-access (no supervisor) and --mode workspace-write (each call a seccomp
+# user notification answered by the supervisor), the pair 3 times, interleaved.
+#
+# Each workload has a workspace of its own (WS below), a directory of a temporary root under
+# /var/tmp (not /tmp: bwrap's profile mounts a tmpfs there), removed on exit:
+#   bare   bash -c CMD                                              (working directory WS)
+#   dsh    DSH_BIN --mode workspace-write --workspace WS -- bash -c CMD   (working directory WS)
+#   bwrap  bwrap --ro-bind / / --dev /dev --proc /proc --die-with-parent --tmpfs /tmp
+#                --bind WS WS --chdir WS -- bash -c CMD
+# What a run needs is made before the timing, and what it leaves removed after it: tar
+# extracts into a fresh empty WS/out; make starts from `make clean`.
+#
+# Usage: bench/workloads.sh          (from anywhere; uses bin/dsh-sandbox-run of this repository)
+# Environment: ROUNDS (20: tar, git, make), SPAWN_ROUNDS (5 x ROUNDS: bash -c true),
+#              NOTIFY_CALLS (20000), DSH_BIN (bin/dsh-sandbox-run),
+#              BENCH_OUT (bench/results: the raw times are kept there as CSV;
+#              $TMPDIR or /tmp when that is not writable).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin="${DSH_BIN:-$repo/bin/dsh-sandbox-run}"
+out_dir="${BENCH_OUT:-$repo/bench/results}"
+
+die() { echo "workloads.sh: $*" >&2; exit 1; }
+count() { # NAME DEFAULT: $NAME, or DEFAULT when unset; a positive integer or die
+  local v="${!1:-$2}"
+  case "$v" in '' | *[!0-9]* | 0*) die "$1 must be a positive integer (got '$v')" ;; esac
+  echo "$v"
+}
+rounds="$(count ROUNDS 20)"
+spawn_rounds="$(count SPAWN_ROUNDS $((5 * rounds)))"
+notify_calls="$(count NOTIFY_CALLS 20000)"
+
+missing=()
+for tool in bwrap bash python3 gcc make git tar; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  die "missing tool(s): ${missing[*]} (make bench-deps installs bubblewrap; gcc and make: apt-get install build-essential; python3 drives the runs and the statistics)"
+fi
+[ -x "$bin" ] || die "$bin not found or not executable (run make build first)"
+bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
+
+if ! mkdir -p "$out_dir" 2>/dev/null || [ ! -w "$out_dir" ]; then
+  out_dir="${TMPDIR:-/tmp}"
+fi
+csv="$out_dir/workloads-$(date +%Y%m%d-%H%M%S).csv"
+
+root="$(mktemp -d /var/tmp/dsh-bench-workloads.XXXXXX)"
+root="$(cd "$root" && pwd -P)"
+trap 'rm -rf "$root"' EXIT
+chmod 755 "$root"
+
+echo "== host"
+echo "kernel: $(uname -r); cpus: $(nproc); user: $(id -un) (uid $(id -u))"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$(bwrap --version); $(gcc --version | head -n1); $(git --version); $(tar --version | head -n1)"
+echo "(the figures move with any other load on the machine: compare ratios, from one run)"
+echo
+echo "== $bin --probe"
+probe_rc=0
+"$bin" --probe || probe_rc=$?
+[ "$probe_rc" = 0 ] || echo "(--probe exited $probe_rc)"
+echo
+
+# --- fixtures (made once, untimed) --------------------------------------------------------
+echo "== fixtures in $root"
+mkdir -p "$root/fixture" "$root/ws"
+# The 5,000 files: 50 directories of 100, 100-2000 bytes of text each (a fixed seed: every
+# run of the script makes the same tree). Then the 17 C files and their Makefile.
+python3 - "$root/fixture/tree" "$root/ws/make" <<'EOF'
+import os, random, sys
+
+tree, make_dir = sys.argv[1], sys.argv[2]
+rng = random.Random(15)
+alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789 ;=(){}\n"
+table = bytes(alphabet[i % len(alphabet)] for i in range(256))
+for i in range(5000):
+    d = os.path.join(tree, f"d{i % 50:02d}")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"f{i:04d}.txt"), "wb") as f:
+        f.write(rng.randbytes(rng.randint(100, 2000)).translate(table))
+
+os.makedirs(make_dir)
+for n in range(1, 17):
+    with open(os.path.join(make_dir, f"f{n:02d}.c"), "w") as f:
+        f.write(f"""#include <stdio.h>
+#include <string.h>
+
+static const int table{n}[] = {{ {", ".join(str((n * k * 7919) % 1000) for k in range(32))} }};
+
+int f{n:02d}(int x)
+{{
+\tchar buf[64];
+\tint s = 0;
+\tfor (int i = 0; i < x; i++)
+\t\ts += table{n}[i % 32] * (i ^ {n});
+\tsnprintf(buf, sizeof buf, "%d", s);
+\treturn (int)strlen(buf) + s % {n + 7};
+}}
+""")
+with open(os.path.join(make_dir, "main.c"), "w") as f:
+    f.write("#include <stdio.h>\n\n")
+    f.write("".join(f"int f{n:02d}(int);\n" for n in range(1, 17)))
+    f.write("\nint main(void)\n{\n\tint s = 0;\n\n")
+    f.write("".join(f"\ts += f{n:02d}({n * 100});\n" for n in range(1, 17)))
+    f.write('\tprintf("%d\\n", s);\n\treturn 0;\n}\n')
+with open(os.path.join(make_dir, "Makefile"), "w") as f:
+    f.write("CC = gcc\nCFLAGS = -O2 -Wall\nOBJS = main.o "
+            + " ".join(f"f{n:02d}.o" for n in range(1, 17)) + "\n\n"
+            "prog: $(OBJS)\n\t$(CC) $(CFLAGS) -o $@ $(OBJS)\n\n"
+            "%.o: %.c\n\t$(CC) $(CFLAGS) -c -o $@ $<\n\n"
+            "clean:\n\trm -f $(OBJS) prog\n\n.PHONY: clean\n")
+EOF
+archive="$root/fixture/files.tar"
+tar -C "$root/fixture/tree" -cf "$archive" .
+mkdir "$root/ws/spawn" "$root/ws/tar" "$root/ws/notify" "$root/ws/notify/d"
+cp -R "$root/fixture/tree" "$root/ws/git"
+(
+  cd "$root/ws/git"
+  git -c init.defaultBranch=main init -q .
+  git add -A
+  git -c user.name=bench -c user.email=bench@localhost -c commit.gpgsign=false commit -q -m fixture
+  git status --porcelain >/dev/null # refreshes the index once, so that no run writes it
+) || die "making the git repository in $root/ws/git failed"
+(cd "$root/ws/make" && make -s -j2 >/dev/null && make -s clean) || die "building the C fixture in $root/ws/make failed"
+
+# The notified write-like call: N openat(O_WRONLY|O_CREAT) + close of d/f, each openat timed.
+cat >"$root/fixture/notify.c" <<'EOF'
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static int cmp(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+	return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? strtol(argv[1], NULL, 10) : 20000;
+	if (n < 1) {
+		fprintf(stderr, "notify: bad call count %s\n", argv[1]);
+		return 2;
+	}
+	long *ns = malloc(n * sizeof *ns);
+	if (!ns) {
+		perror("notify: malloc");
+		return 1;
+	}
+	for (long i = 0; i < n; i++) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		int fd = openat(AT_FDCWD, "d/f", O_WRONLY | O_CREAT, 0644);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		if (fd < 0) {
+			perror("notify: openat d/f");
+			return 1;
+		}
+		close(fd);
+		ns[i] = (b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec);
+	}
+	qsort(ns, n, sizeof *ns, cmp);
+	double median = n % 2 ? ns[n / 2] : (ns[n / 2 - 1] + ns[n / 2]) / 2.0;
+	double p90 = ns[(n * 9 + 9) / 10 - 1]; /* nearest rank */
+	printf("%.3f %.3f\n", median / 1000.0, p90 / 1000.0);
+	return 0;
+}
+EOF
+gcc -O2 -Wall -o "$root/fixture/notify" "$root/fixture/notify.c" || die "compiling the openat timer failed"
+echo "5,000 files in 50 directories ($(du -sk "$archive" | cut -f1) KiB tar), a git repository of them, 17 C files, the openat timer"
+echo
+
+# --- measurement -------------------------------------------------------------------------
+python3 - "$bin" "$(command -v bash)" "$root" "$archive" "$rounds" "$spawn_rounds" "$notify_calls" "$csv" <<'EOF'
+import csv, os, shlex, shutil, statistics, subprocess, sys, time
+
+bin_, bash, root, archive, rounds, spawn_rounds, notify_calls, csv_path = sys.argv[1:]
+rounds, spawn_rounds = int(rounds), int(spawn_rounds)
+ws_root = os.path.join(root, "ws")
+
+
+def die(msg):
+    print(f"workloads.sh: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def argv_of(variant, ws, cmd):
+    if variant == "bare":
+        return [bash, "-c", cmd]
+    if variant == "dsh":
+        return [bin_, "--mode", "workspace-write", "--workspace", ws, "--", bash, "-c", cmd]
+    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent",
+            "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws, "--", bash, "-c", cmd]
+
+
+def tar_prepare(ws):
+    os.mkdir(os.path.join(ws, "out"))
+
+
+def tar_cleanup(ws):
+    shutil.rmtree(os.path.join(ws, "out"))
+
+
+def make_prepare(ws):
+    subprocess.run(["make", "-s", "clean"], cwd=ws, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+nothing = lambda ws: None
+# (label, workspace, command, rounds, prepare before each run, cleanup after it): both untimed.
+workloads = [
+    ("`bash -c true`", "spawn", "true", spawn_rounds, nothing, nothing),
+    ("`tar x` 5,000 files", "tar", f"tar -xf {shlex.quote(archive)} -C out", rounds, tar_prepare, tar_cleanup),
+    ("`git status` 5,000 files", "git", "git status --porcelain >/dev/null", rounds, nothing, nothing),
+    ("`make -j2` 17 C files", "make", "make -j2", rounds, make_prepare, nothing),
+]
+variants = ["bare", "dsh", "bwrap"]
+
+
+def describe(variant, ws, cmd):
+    return " ".join(shlex.quote(a) for a in argv_of(variant, ws, cmd))
+
+
+# One untimed run of each (also a warm-up), its stderr kept: a broken setup is reported
+# plainly, with the command's own words.
+for label, sub, cmd, _, prepare, cleanup in workloads:
+    ws = os.path.join(ws_root, sub)
+    for v in list(variants):
+        prepare(ws)
+        p = subprocess.run(argv_of(v, ws, cmd), cwd=ws, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cleanup(ws)
+        if p.returncode == 0:
+            continue
+        err = p.stderr.decode(errors="replace").strip()
+        msg = f"preflight of {label} ({v}) exited {p.returncode}: {describe(v, ws, cmd)}"
+        if err:
+            msg += "\n" + "\n".join("  " + line for line in err.splitlines()[-15:])
+        if v == "bwrap" and sub == "spawn":
+            print(msg + "\nworkloads.sh: bubblewrap cannot run here (e.g. user namespaces "
+                  "restricted): the bwrap column and the ratios are left out", file=sys.stderr)
+            variants.remove("bwrap")
+            continue
+        die(msg)
+
+times = {}  # (sub, variant) -> [ms]
+rows = []   # raw CSV rows
+for label, sub, cmd, n, prepare, cleanup in workloads:
+    ws = os.path.join(ws_root, sub)
+    print(f"== {label}: {n} rounds", flush=True)
+    for r in range(n):
+        k = r % len(variants)
+        for slot, v in enumerate(variants[k:] + variants[:k]):
+            prepare(ws)
+            argv = argv_of(v, ws, cmd)
+            t0 = time.perf_counter_ns()
+            p = subprocess.run(argv, cwd=ws, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t1 = time.perf_counter_ns()
+            if p.returncode != 0:
+                die(f"{label} ({v}), round {r + 1}, exited {p.returncode}: {describe(v, ws, cmd)}")
+            cleanup(ws)
+            ms = (t1 - t0) / 1e6
+            times.setdefault((sub, v), []).append(ms)
+            rows.append([sub, v, r + 1, slot, f"{ms:.4f}", "ms"])
+
+# The notified write-like call: danger-full-access (no supervisor) against workspace-write
+# (every openat with O_CREAT a seccomp user notification), the pair 3 times, alternating
+# which goes first.
+nws = os.path.join(ws_root, "notify")
+timer = os.path.join(root, "fixture", "notify")
+notify = {"workspace-write": [], "danger-full-access": []}
+print(f"== notified write-like call: 3 x 2 runs of {notify_calls} openat calls", flush=True)
+
+for r in range(3):
+    modes = ["danger-full-access", "workspace-write"]
+    for slot, mode in enumerate(modes if r % 2 == 0 else modes[::-1]):
+        argv = [bin_, "--mode", mode, "--workspace", nws, "--", timer, notify_calls]
+        p = subprocess.run(argv, cwd=nws, stdin=subprocess.DEVNULL, capture_output=True)
+        if p.returncode != 0:
+            die(f"openat timer ({mode}), round {r + 1}, exited {p.returncode}: "
+                + " ".join(shlex.quote(a) for a in argv) + "\n  "
+                + p.stderr.decode(errors="replace").strip())
+        med, p90 = (float(x) for x in p.stdout.split())
+        notify[mode].append((med, p90))
+        rows.append(["notify", mode, r + 1, slot, f"{med:.3f}", "us-median"])
+        rows.append(["notify", mode, r + 1, slot, f"{p90:.3f}", "us-p90"])
+
+with open(csv_path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["workload", "variant", "round", "slot", "value", "unit"])
+    w.writerows(rows)
+
+med = lambda xs: statistics.median(xs)
+print()
+print(f"== medians (interleaved rounds; raw times: {csv_path})")
+print("| workload | bare ms | dsh ms | bwrap ms | bare/bwrap | dsh/bwrap |")
+print("|---|---:|---:|---:|---:|---:|")
+for label, sub, *_ in workloads:
+    m = {v: med(times[(sub, v)]) for v in variants}
+    bw = m.get("bwrap")
+    cell = lambda v: f"{m[v]:.2f}" if v in m else "-"
+    ratio = lambda v: f"{m[v] / bw:.2f}" if bw else "-"
+    print(f"| {label} | {cell('bare')} | {cell('dsh')} | {cell('bwrap')} | {ratio('bare')} | {ratio('dsh')} |")
+print(f"(rounds: `bash -c true` {spawn_rounds}, the others {rounds}; "
+      f"load average now: {' '.join(open('/proc/loadavg').read().split()[:3])})")
+print()
+
+ww_med = med([x[0] for x in notify["workspace-write"]])
+ww_p90 = med([x[1] for x in notify["workspace-write"]])
+df_med = med([x[0] for x in notify["danger-full-access"]])
+df_p90 = med([x[1] for x in notify["danger-full-access"]])
+print(f"notified write-like call: median {ww_med - df_med:.1f} µs added (workspace-write {ww_med:.1f} µs, "
+      f"danger-full-access {df_med:.1f} µs), p90 {ww_p90 - df_p90:.1f} µs added (workspace-write "
+      f"{ww_p90:.1f} µs, danger-full-access {df_p90:.1f} µs); median of 3 interleaved runs "
+      f"of {notify_calls} openat(O_WRONLY|O_CREAT) each")
+EOF
