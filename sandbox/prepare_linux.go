@@ -77,13 +77,14 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16) (*preparation, er
 		// profile) has no user namespace for a mount view either: Landlock
 		// leaves them out of the writable roots instead.
 		carve := !prep.notify
-		rs, err := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts}).Build()
+		derived := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts})
+		rs, err := derived.Build()
 		if err != nil {
 			return nil, err
 		}
 		prep.abi, prep.ruleset = abi, rs
 		prep.carved = carve && len(landlock.Carved(p)) == existing(p.Protected)
-		prep.llMasks = landlock.Masked(p)
+		prep.llMasks = derived.MaskedPaths()
 	}
 	prep.masks = mountplan.Masks(p)
 	if prep.ruleset != nil {
@@ -183,7 +184,7 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 		if prep.ruleset != nil {
 			ll = landlock.MountAccessOf(prep.abi)
 		}
-		if plan, err = mountplan.Plan(p, ll); err != nil {
+		if plan, err = mountplan.Plan(p, ll, prep.masks); err != nil {
 			return nil, err
 		}
 	}

@@ -118,6 +118,7 @@ type Ruleset struct {
 	scoped     uint64
 	rules      []rule
 	netPorts   []uint16 // TCP ports connect is allowed to
+	masked     []string // Masked(p): the deny-read paths left out of every read right
 }
 
 // Options change what ForABIWith derives.
@@ -222,7 +223,8 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 	if o.CarveProtected {
 		carved = Carved(p)
 	}
-	rs.rules = append(rs.rules, fsRules(p.WritableRoots, carved, Masked(p))...)
+	rs.masked = Masked(p)
+	rs.rules = append(rs.rules, fsRules(p.WritableRoots, carved, rs.masked)...)
 	for _, d := range modes.DeviceSinks() {
 		rs.rules = append(rs.rules, rule{path: d, access: fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE})
 	}
@@ -240,6 +242,10 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 
 // Rules returns how many path rules the ruleset has.
 func (rs Ruleset) Rules() int { return len(rs.rules) }
+
+// MaskedPaths returns the deny-read paths the ruleset leaves out of every
+// read right (Masked of its policy, as it was when the ruleset was derived).
+func (rs Ruleset) MaskedPaths() []string { return rs.masked }
 
 // Features returns what the ruleset's ABI covers.
 func (rs Ruleset) Features() Features { return rs.features }

@@ -37,9 +37,12 @@ import (
 // cannot name a superblock that does not exist yet (the host's devpts gets
 // none; Landlock ignores the rules of covered mount points).
 //
+// masks are the deny-read paths to hide: Masks(p), which the caller
+// computed once for the command (its report names the same paths).
+//
 // The plan is computed here, in the supervisor, from its own mount table:
 // the runner's new mount namespace starts as a copy of it.
-func Plan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
+func Plan(p modes.Policy, ll landlock.MountAccess, masks []string) ([]string, error) {
 	var t []string
 	mount := func(src, tgt, fstype string, flags uintptr, mode string) {
 		t = append(t, "m", src, tgt, fstype, strconv.FormatUint(uint64(flags), 10), mode)
@@ -82,7 +85,7 @@ func Plan(p modes.Policy, ll landlock.MountAccess) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount view: /dev/null: %w", err)
 	}
-	for _, m := range Masks(p) {
+	for _, m := range masks {
 		st, err := os.Stat(m)
 		if err != nil {
 			continue

@@ -79,7 +79,7 @@ func TestMountPlan(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755))
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
-	toks, err := Plan(p, landlock.MountAccess{})
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p))
 	require.NoError(t, err)
 	ops, checks := parsePlan(t, toks)
 
@@ -148,7 +148,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
 	ll := landlock.MountAccessOf(7)
-	toks, err := Plan(p, ll)
+	toks, err := Plan(p, ll, Masks(p))
 	require.NoError(t, err)
 	ops, checks, data, rules := parsePlanAll(t, toks)
 	index := func(match func(planOp) bool) int {
@@ -212,7 +212,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	assert.NotContains(t, globals, "/proc/1")
 
 	// Without Landlock, no rules.
-	toks, err = Plan(p, landlock.MountAccess{})
+	toks, err = Plan(p, landlock.MountAccess{}, Masks(p))
 	require.NoError(t, err)
 	_, _, _, rules = parsePlanAll(t, toks)
 	assert.Empty(t, rules)
@@ -240,7 +240,7 @@ func TestPlanMasks(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("machine x"), 0o600))
 	p := modes.Policy{Mode: modes.ReadOnly, Workspace: base, DenyRead: []string{dir, file, missing}}
 	assert.Equal(t, []string{dir, file}, Masks(p))
-	toks, err := Plan(p, landlock.MountAccess{})
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p))
 	require.NoError(t, err)
 	ops, checks, data, _ := parsePlanAll(t, toks)
 	var onDir, onFile []planOp
