@@ -524,11 +524,12 @@ func abstractName(b []byte) string {
 // loopTarget is target for the notification loop's own goroutine (path
 // calls): it reuses one Target and its buffers instead of allocating them.
 func (n *Notifier) loopTarget(req *seccomp.Notif) (*resolve.Target, error) {
-	if _, err := n.root(req); err != nil {
+	rootfd, err := n.root(req)
+	if err != nil {
 		return nil, err
 	}
 	n.loop.Retarget(int(req.Pid))
-	n.loop.RootFD = n.rootfd
+	n.loop.RootFD = rootfd
 	return &n.loop, nil
 }
 
