@@ -15,6 +15,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${DSH_BIN:-$repo/bin/dsh-sandbox-run}"
+# shellcheck source=bench/lib.sh
+. "$repo/bench/lib.sh"
 runs="${RUNS:-300}"
 warmup="${WARMUP:-20}"
 out_dir="${BENCH_OUT:-$repo/bench/results}"
@@ -57,11 +59,7 @@ echo "== host"
 echo "kernel: $(uname -sr); cpus: $(nproc); user: $(id -un) (uid $(id -u))"
 echo "$(hyperfine --version); $(bwrap --version)"
 echo
-echo "== $bin --probe"
-probe_rc=0
-"$bin" --probe || probe_rc=$?
-[ "$probe_rc" = 0 ] || echo "(--probe exited $probe_rc)"
-echo
+print_probe "$bin"
 
 # One untimed run of each, so a broken setup is reported plainly instead of as a hyperfine error.
 names=() cmds=()

@@ -30,6 +30,8 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${DSH_BIN:-$repo/bin/dsh-sandbox-run}"
+# shellcheck source=bench/lib.sh
+. "$repo/bench/lib.sh"
 out_dir="${BENCH_OUT:-$repo/bench/results}"
 
 die() { echo "workloads.sh: $*" >&2; exit 1; }
@@ -68,11 +70,7 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$(bwrap --version); $(gcc --version | head -n1); $(git --version); $(tar --version | head -n1)"
 echo "(the figures move with any other load on the machine: compare ratios, from one run)"
 echo
-echo "== $bin --probe"
-probe_rc=0
-"$bin" --probe || probe_rc=$?
-[ "$probe_rc" = 0 ] || echo "(--probe exited $probe_rc)"
-echo
+print_probe "$bin"
 
 # --- fixtures (made once, untimed) --------------------------------------------------------
 echo "== fixtures in $root"
