@@ -14,6 +14,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ownTarget is this test process seen as a Target, its root open until
+// the test ends.
+func ownTarget(t testing.TB) *Target {
+	rootfd, err := OpenRoot(os.Getpid())
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(rootfd) })
+	return &Target{PID: os.Getpid(), RootFD: rootfd}
+}
+
 func TestResolveOwnProcess(t *testing.T) {
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
@@ -26,10 +35,7 @@ func TestResolveOwnProcess(t *testing.T) {
 	require.NoError(t, os.Chdir(dir))
 	t.Cleanup(func() { os.Chdir(wd) })
 
-	rootfd, err := OpenRoot(os.Getpid())
-	require.NoError(t, err)
-	defer unix.Close(rootfd)
-	tg := &Target{PID: os.Getpid(), RootFD: rootfd}
+	tg := ownTarget(t)
 	for _, tc := range []struct {
 		p      string
 		follow bool
@@ -84,10 +90,7 @@ func TestDirectAgreesWithWalk(t *testing.T) {
 	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(dir, "a/b/c/out")))
 	require.NoError(t, os.Symlink("missing", filepath.Join(dir, "a/dangling")))
 
-	rootfd, err := OpenRoot(os.Getpid())
-	require.NoError(t, err)
-	defer unix.Close(rootfd)
-	tg := &Target{PID: os.Getpid(), RootFD: rootfd}
+	tg := ownTarget(t)
 
 	for _, tc := range []struct {
 		p      string
@@ -140,10 +143,7 @@ func BenchmarkResolve(b *testing.B) {
 	dir, err := filepath.EvalSymlinks(b.TempDir())
 	require.NoError(b, err)
 	require.NoError(b, os.MkdirAll(filepath.Join(dir, "a/b/c"), 0o755))
-	rootfd, err := OpenRoot(os.Getpid())
-	require.NoError(b, err)
-	defer unix.Close(rootfd)
-	tg := &Target{PID: os.Getpid(), RootFD: rootfd}
+	tg := ownTarget(b)
 	p := dir + "/a/b/c/new"
 	b.Run("walk", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
