@@ -144,9 +144,10 @@ func (g *Group) Limits() modes.Limits { return g.limits }
 
 // OpenDir opens the group's directory for clone3(CLONE_INTO_CGROUP)
 // (os/exec's SysProcAttr.UseCgroupFD): a process started into its group
-// never migrates, which on a busy host saves the RCU grace period a write
-// to cgroup.procs waits for (~10 ms). Only on v2: v1 has no such call, and
-// the answer is an error there.
+// is never outside it and never migrates, which saves the write to
+// cgroup.procs (0.4 ms measured here; more when it waits for an RCU grace
+// period). Only on v2: v1 has no such call, and the answer is an error
+// there.
 func (g *Group) OpenDir() (*os.File, error) {
 	if !g.v2 {
 		return nil, errors.New("cgroup v1: no clone into a cgroup")

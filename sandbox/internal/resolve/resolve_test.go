@@ -64,7 +64,7 @@ func TestResolveOwnProcess(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "real/sub/out"), entry, "entries keep their last component")
 }
 
-func TestReadString(t *testing.T) {
+func TestReadPath(t *testing.T) {
 	b := []byte("/some/path\x00junk")
 	tg := &Target{PID: os.Getpid()}
 	s, err := tg.ReadPath(uint64(uintptrOf(&b[0])))

@@ -135,16 +135,13 @@ func (n *Notifier) guardVerdict(req *seccomp.Notif, rule seccomp.Rule) (v verdic
 // factPath names a path argument for a denial fact: canonical when it can
 // be resolved, else as the command wrote it ("" when unreadable).
 func (n *Notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow bool) string {
-	t, err := n.loopTarget(req)
-	if err != nil {
-		if p, err := (&resolve.Target{PID: int(req.Pid)}).ReadPath(addr); err == nil {
-			return p
-		}
-		return ""
-	}
+	t, rootErr := n.loopTarget(req)
 	p, err := t.ReadPath(addr)
 	if err != nil {
 		return ""
+	}
+	if rootErr != nil {
+		return p
 	}
 	if r, err := t.Resolve(dirfd, p, follow); err == nil {
 		return r
@@ -523,14 +520,13 @@ func abstractName(b []byte) string {
 
 // loopTarget is target for the notification loop's own goroutine (path
 // calls): it reuses one Target and its buffers instead of allocating them.
+// The Target is returned even when the root cannot be opened (the error
+// says so): its memory can still be read, but nothing resolved.
 func (n *Notifier) loopTarget(req *seccomp.Notif) (*resolve.Target, error) {
 	rootfd, err := n.root(req)
-	if err != nil {
-		return nil, err
-	}
 	n.loop.Retarget(int(req.Pid))
 	n.loop.RootFD = rootfd
-	return &n.loop, nil
+	return &n.loop, err
 }
 
 // target returns the process of a notification. The sandbox's root is opened
