@@ -25,7 +25,9 @@ func RequireConfined(t testing.TB) {
 }
 
 // CountProcs counts the processes of the host whose argv is exactly argv
-// (read from /proc/PID/cmdline).
+// (read from /proc/PID/cmdline). A process whose execve has not finished
+// yet reads as an empty argv, so callers that wait for a process to appear
+// poll until a deadline.
 func CountProcs(t testing.TB, argv ...string) int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")

@@ -3,6 +3,9 @@ package testhost
 import (
 	"os/exec"
 	"testing"
+	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 func TestCountProcs(t *testing.T) {
@@ -16,7 +19,16 @@ func TestCountProcs(t *testing.T) {
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
-	if n := CountProcs(t, "sleep", arg); n != 1 {
+	// Start returns once execve has closed the close-on-exec pipe, which is
+	// before the kernel has set up the new argv: /proc/PID/cmdline can still
+	// read empty for a moment (seen in a TCG VM), so wait for it.
+	deadline := time.Now().Add(testtime.Scale(5 * time.Second))
+	n := CountProcs(t, "sleep", arg)
+	for n != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		n = CountProcs(t, "sleep", arg)
+	}
+	if n != 1 {
 		t.Fatalf("CountProcs(sleep %s) = %d, want 1", arg, n)
 	}
 }
