@@ -382,11 +382,13 @@ type Report struct {
 			Layers []string `json:"layers"`
 		} `json:"masked"`
 	} `json:"enforcement"`
-	Denials  []Denial `json:"denials"`
-	ExitCode *int     `json:"exit_code"`
-	Signal   string   `json:"signal"`
-	Error    string   `json:"error"`
-	Usage    *struct {
+	Denials        []Denial `json:"denials"`
+	Changes        []Change `json:"changes"`
+	ChangesDropped *int     `json:"changes_dropped"`
+	ExitCode       *int     `json:"exit_code"`
+	Signal         string   `json:"signal"`
+	Error          string   `json:"error"`
+	Usage          *struct {
 		PeakMemoryBytes *int64 `json:"peak_memory_bytes"`
 		CPUTimeMs       *int64 `json:"cpu_time_ms"`
 		PeakPids        *int64 `json:"peak_pids"`
@@ -402,6 +404,16 @@ type Denial struct {
 	Errno   string `json:"errno"`
 	Count   int    `json:"count"`
 	Reason  string `json:"reason"`
+}
+
+// Change is one change fact.
+type Change struct {
+	Op   string `json:"op"`
+	Path string `json:"path"`
+	From string `json:"from,omitempty"`
+	Type string `json:"type,omitempty"`
+	Size int64  `json:"size,omitempty"`
+	Mode string `json:"mode,omitempty"`
 }
 
 func (d Denial) target() string {

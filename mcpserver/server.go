@@ -309,14 +309,25 @@ func (s *Server) handler(t call.Tool) mcp.ToolHandler {
 	}
 }
 
+// MetaSandbox is the _meta key of a bash result's sandbox facts (what the
+// sandbox denied, what the command changed, how it was confined: the
+// library's sandbox.Facts as JSON). It is for the client, beside the text
+// the model reads, which stays the tool's own.
+const MetaSandbox = "io.github.dsh-sandbox/sandbox"
+
 // result is the MCP result of a tool result: its text as the first text
-// content, then the session's pending completion notices.
+// content, then the session's pending completion notices; a foreground
+// bash result carries its sandbox facts in _meta (MetaSandbox).
 func result(r call.Result, notices []string) *mcp.CallToolResult {
 	content := []mcp.Content{&mcp.TextContent{Text: r.Text}}
 	for _, n := range notices {
 		content = append(content, &mcp.TextContent{Text: n})
 	}
-	return &mcp.CallToolResult{Content: content, IsError: r.IsError}
+	res := &mcp.CallToolResult{Content: content, IsError: r.IsError}
+	if v, ok := r.Value.(tool.Value); ok && v.RunResult != nil {
+		res.Meta = mcp.Meta{MetaSandbox: v.RunResult.Sandbox}
+	}
+	return res
 }
 
 func (x *session) takeNotices() []string {

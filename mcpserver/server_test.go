@@ -21,6 +21,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testhost"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
@@ -235,6 +236,18 @@ func TestBashCall(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(ws, "made"))
 	require.NoError(t, err)
 	assert.Equal(t, "x\n", string(b))
+
+	// The sandbox facts ride in _meta: here, the file the command made.
+	ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(60*time.Second))
+	defer cancel()
+	res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool.Name, Arguments: bashArgs("echo y > made2")})
+	require.NoError(t, err)
+	raw, err := json.Marshal(res.Meta[MetaSandbox])
+	require.NoError(t, err)
+	var facts sandbox.Facts
+	require.NoError(t, json.Unmarshal(raw, &facts), "%s", raw)
+	assert.Equal(t, []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "made2"), Type: "file", Size: 2, Mode: "0644"}}, facts.Changes)
+	assert.Equal(t, "workspace-write", facts.Mode.String())
 }
 
 func TestEscalation(t *testing.T) {

@@ -46,6 +46,13 @@ type Result struct {
 	// DenialsDropped counts the denied calls not in Denials because
 	// MaxDenials distinct denials were already kept.
 	DenialsDropped int
+	// Changes are the paths in the writable roots the command created,
+	// modified, removed, renamed or changed the mode of, in the order it
+	// first named them (at most MaxChanges; confined modes with the
+	// supervisor only, see Change for what can be missed).
+	Changes []Change
+	// ChangesDropped counts the changes left out of Changes.
+	ChangesDropped int
 	// Enforcement is how the command was confined.
 	Enforcement Enforcement
 	// Usage is what the command used, where the host measures it (a

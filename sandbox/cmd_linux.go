@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/audit"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/changes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/limits"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
@@ -27,17 +28,20 @@ import (
 
 // cmdState is what a started Cmd keeps (Linux).
 type cmdState struct {
-	proc     *os.Process
-	tree     *runner.Tree // the runner's processes
-	nsError  string
-	prep     *preparation
-	ctrl     *os.File
-	facts    *facts.Log
-	notifier *supervisor.Notifier
-	audits   []*audit.Audit // the git control and protected entries at the start
-	group    *limits.Group  // the command's cgroup (resource limits), or nil
-	usage    *Usage
-	noAudit  bool // the probe's `true` changes nothing: no audit
+	proc           *os.Process
+	tree           *runner.Tree // the runner's processes
+	nsError        string
+	prep           *preparation
+	ctrl           *os.File
+	facts          *facts.Log
+	notifier       *supervisor.Notifier
+	changed        *changes.Tracker // nil without a supervisor
+	changes        []Change         // settled once the command's processes are gone
+	changesDropped int
+	audits         []*audit.Audit // the git control and protected entries at the start
+	group          *limits.Group  // the command's cgroup (resource limits), or nil
+	usage          *Usage
+	noAudit        bool // the probe's `true` changes nothing: no audit
 	// auditSkip are protected paths the sandbox itself writes while the
 	// command runs (an executor's spill directory): not audited.
 	auditSkip []string
@@ -202,6 +206,10 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	}
 	tree := runner.StartTree(proc.Pid)
 	var n *supervisor.Notifier
+	var changed *changes.Tracker // the paths the command changes (confined modes)
+	if c.Policy.Mode.Confines() {
+		changed = changes.NewTracker(c.Policy)
+	}
 	// The process that loads the seccomp filter: the runner, or the init of
 	// its pid namespace when it made one.
 	confined := proc.Pid
@@ -212,6 +220,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		if n != nil {
 			n.Finish(runner.LostWait)
 		}
+		changed.Close()
 		if eg != nil {
 			eg.close()
 		}
@@ -301,7 +310,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				return abort(fmt.Sprintf("the runner's fd %d is not a seccomp listener (%q)", m.FD, link))
 			}
 			guard := supervisor.OpenGuardFor(m.MountView == 1, c.prep.abi)
-			if n, err = supervisor.NewNotifier(lfd, c.prep.filter, c.Policy, denials, proc.Pid, c.prep.ruleset, guard); err != nil {
+			if n, err = supervisor.NewNotifier(lfd, c.prep.filter, c.Policy, denials, changed, proc.Pid, c.prep.ruleset, guard); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {
 					cleanup()
 					return re
@@ -364,6 +373,11 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
 		case runner.MsgReady:
 			c.proc, c.ctrl, c.facts, c.notifier, c.tree, c.egress = proc, ctrl, denials, n, tree, eg
+			if n != nil {
+				c.changed = changed
+			} else {
+				changed.Close() // no supervisor: nothing was recorded
+			}
 			c.enf = withLimits(c.assess(m), c.Policy.Limits, c.limitsMechanism(m))
 			if m.Layers != nil {
 				c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
@@ -457,8 +471,10 @@ func (c *Cmd) monitor() {
 		c.egress.close()
 	}
 	c.closeProxy()
-	// Every process of the command is gone: nothing races the audit.
+	// Every process of the command is gone: nothing races the audit, and
+	// the paths it changed are what they will stay.
 	audit.Finish(c.audits, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
+	c.changes, c.changesDropped = c.changed.Settle()
 	c.tree.Close()
 }
 
@@ -472,7 +488,8 @@ func (c *Cmd) Wait() (*Result, error) {
 	}
 	c.waitOnce.Do(func() {
 		<-c.done
-		r := &Result{Denials: c.facts.List(), DenialsDropped: c.facts.Dropped(), Enforcement: c.enf, Usage: c.usage}
+		r := &Result{Denials: c.facts.List(), DenialsDropped: c.facts.Dropped(), Enforcement: c.enf, Usage: c.usage,
+			Changes: c.changes, ChangesDropped: c.changesDropped}
 		switch {
 		case c.exit != nil:
 			r.ExitCode, r.Signal = c.exit.ExitCode, syscall.Signal(c.exit.Signal)

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
@@ -41,4 +42,35 @@ func ExampleProbe() {
 	// Output:
 	// confined modes can run: true
 	// danger-full-access: none
+}
+
+// A result lists what the command changed in its writable roots: facts the
+// supervisor observed, not a scan of the workspace.
+func ExampleResult_changes() {
+	ws, _ := os.MkdirTemp("", "example-ws")
+	defer os.RemoveAll(ws)
+	os.WriteFile(ws+"/old.txt", []byte("old\n"), 0o644)
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cmd := &sandbox.Cmd{Policy: p, Dir: p.Workspace, Args: []string{"bash", "-c", "echo hi > new.txt; mv old.txt kept.txt; mkdir out"}}
+	res, err := cmd.Run()
+	if err != nil {
+		fmt.Println("sandbox unavailable:", err)
+		return
+	}
+	for _, c := range res.Changes {
+		rel := func(p string) string { return strings.TrimPrefix(p, p[:len(cmd.Dir)+1]) }
+		if c.From != "" {
+			fmt.Println(c.Op, rel(c.From), "->", rel(c.Path))
+		} else {
+			fmt.Println(c.Op, rel(c.Path), c.Type, c.Size)
+		}
+	}
+	// Output:
+	// created new.txt file 3
+	// renamed old.txt -> kept.txt
+	// created out dir 0
 }

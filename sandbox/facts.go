@@ -1,6 +1,9 @@
 package sandbox
 
-import "github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
+import (
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/changes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
+)
 
 // Denial is one fact the supervisor observed: the sandbox refused Op on Path
 // (a filesystem path or pathname unix socket) or Address (an address family,
@@ -27,4 +30,31 @@ const SyscallProxy = facts.SyscallProxy
 const (
 	OpResolve  = facts.OpResolve
 	SyscallDNS = facts.SyscallDNS
+)
+
+// Change is one path in the writable roots a command changed: Op created,
+// modified, removed, renamed (From is the old path) or mode (only the
+// permission bits), with what Path is at the end (Type, Size of a file,
+// Mode). The supervisor records the state of each path the first time an
+// allowed write-like call names it, before the call runs, and compares it
+// with the path's state once the command's processes are gone: no scan of
+// the workspace. It cannot see writes through a descriptor the command did
+// not open itself (an inherited one), the entries of a directory renamed
+// or removed as a whole (the directory is reported), a chmod of a path no
+// write-like call named, or a rewrite that keeps the size and the
+// modification time. Only the confined modes, with the supervisor, report
+// changes; danger-full-access reports none.
+type Change = changes.Change
+
+// MaxChanges is how many changes a result lists; the rest are counted
+// (Result.ChangesDropped).
+const MaxChanges = changes.MaxChanges
+
+// Ops of a Change.
+const (
+	ChangeCreated  = changes.OpCreated
+	ChangeModified = changes.OpModified
+	ChangeRemoved  = changes.OpRemoved
+	ChangeRenamed  = changes.OpRenamed
+	ChangeMode     = changes.OpMode
 )

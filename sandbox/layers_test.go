@@ -29,6 +29,7 @@ func TestImportsGoDown(t *testing.T) {
 		"sandbox/internal/resolve":    2,
 		"sandbox/internal/proc":       2,
 		"sandbox/internal/facts":      2,
+		"sandbox/internal/changes":    2,
 		"sandbox/internal/mountplan":  2,
 		"sandbox/landlock":            3,
 		"sandbox/seccomp":             3,

@@ -26,9 +26,13 @@ type Report struct {
 	Denials     []Denial         `json:"denials"`
 	// DenialsDropped counts the denied calls left out of Denials once
 	// MaxDenials distinct ones were kept.
-	DenialsDropped int    `json:"denials_dropped"`
-	ExitCode       int    `json:"exit_code"`
-	Signal         string `json:"signal,omitempty"`
+	DenialsDropped int `json:"denials_dropped"`
+	// Changes are the paths in the writable roots the command changed
+	// (confined modes; see Change), ChangesDropped those left out.
+	Changes        []Change `json:"changes"`
+	ChangesDropped int      `json:"changes_dropped"`
+	ExitCode       int      `json:"exit_code"`
+	Signal         string   `json:"signal,omitempty"`
 	// TimedOut: dsh-sandbox-run's --timeout fired while the command ran
 	// (it was then terminated; it may still have exited 0).
 	TimedOut bool `json:"timed_out"`
@@ -40,7 +44,7 @@ type Report struct {
 // NewReport builds the report of a run: from its result, or from the error
 // that prevented it (then the exit code is ExitCodeOf(err)).
 func NewReport(p modes.Policy, res *Result, err error) Report {
-	r := Report{Version: ReportVersion, Mode: p.Mode, Network: p.Network, Allowlist: p.Allowlist, Workspace: p.Workspace, Denials: []Denial{}}
+	r := Report{Version: ReportVersion, Mode: p.Mode, Network: p.Network, Allowlist: p.Allowlist, Workspace: p.Workspace, Denials: []Denial{}, Changes: []Change{}}
 	if err != nil {
 		r.ExitCode = ExitCodeOf(err)
 		r.Error = err.Error()
@@ -56,6 +60,10 @@ func NewReport(p modes.Policy, res *Result, err error) Report {
 		r.Denials = res.Denials
 	}
 	r.DenialsDropped = res.DenialsDropped
+	if res.Changes != nil {
+		r.Changes = res.Changes
+	}
+	r.ChangesDropped = res.ChangesDropped
 	r.Usage = res.Usage
 	r.ExitCode = res.ExitCode
 	if res.Signal != 0 {

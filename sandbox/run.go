@@ -37,6 +37,11 @@ type Facts struct {
 	// DenialsDropped counts the denied calls left out of Denials because
 	// MaxDenials distinct ones were already kept.
 	DenialsDropped int `json:"denialsDropped,omitempty"`
+	// Changes are the paths in the writable roots the command changed, in
+	// the order it first named them (at most MaxChanges; see Change).
+	Changes []Change `json:"changes,omitempty"`
+	// ChangesDropped counts the changes left out of Changes.
+	ChangesDropped int `json:"changesDropped,omitempty"`
 	// Enforcement is how the command was confined (level none for
 	// danger-full-access).
 	Enforcement Enforcement `json:"enforcement"`

@@ -330,6 +330,7 @@ func (j *job) supervise(timer *time.Timer) {
 		// access: it does not make the result "denied".
 		out.Sandbox.Denied = slices.ContainsFunc(res.Denials, func(d Denial) bool { return d.Op != facts.OpLimit })
 		out.Sandbox.DenialsDropped = res.DenialsDropped
+		out.Sandbox.Changes, out.Sandbox.ChangesDropped = res.Changes, res.ChangesDropped
 		out.Sandbox.Usage = res.Usage
 	}
 	if out.Sandbox.Enforcement.Level == "" {

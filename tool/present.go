@@ -2,10 +2,12 @@ package tool
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
 )
 
@@ -36,6 +38,10 @@ type Card struct {
 	Cwd         string     `json:"cwd"`
 	Output      string     `json:"output"`
 	Status      CardStatus `json:"status"`
+	// Changed is a short line on what the command changed in its writable
+	// roots ("changed: 3 files"), from the result's change facts; "" when
+	// nothing is known to have changed.
+	Changed string `json:"changed,omitempty"`
 }
 
 // PresentCall is the card of a call that has not returned: its command,
@@ -65,6 +71,32 @@ var (
 	signalLine = regexp.MustCompile(`^\[killed by signal: ([A-Z0-9+]+)\]$`)
 )
 
+// changedLine is the card's line on the changes of a foreground result's
+// value (a Value): "changed: 1 file", "changed: N files" (a directory, a
+// symlink and a removed path count as files), or "".
+func changedLine(v any) string {
+	var rr *sandbox.RunResult
+	switch x := v.(type) {
+	case Value:
+		rr = x.RunResult
+	case *Value:
+		if x != nil {
+			rr = x.RunResult
+		}
+	}
+	if rr == nil {
+		return ""
+	}
+	switch n := len(rr.Sandbox.Changes) + rr.Sandbox.ChangesDropped; n {
+	case 0:
+		return ""
+	case 1:
+		return "changed: 1 file"
+	default:
+		return fmt.Sprintf("changed: %d files", n)
+	}
+}
+
 // PresentResult is the card of a returned call: the exit or signal marker,
 // when it is the last line, is consumed into the status and removed from the
 // output; every other marker stays. A pure function, safe to replay (a
@@ -82,6 +114,7 @@ func PresentResult(args json.RawMessage, sessionCwd string, r call.Result) Card 
 		return card
 	}
 	card.Status = CardStatus{Kind: StatusSuccess}
+	card.Changed = changedLine(r.Value)
 	body, last := "", r.Text
 	if i := strings.LastIndexByte(r.Text, '\n'); i >= 0 {
 		body, last = r.Text[:i], r.Text[i+1:]

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
 )
 
@@ -39,6 +40,29 @@ func TestPresent(t *testing.T) {
 			assert.Equal(t, "/home/me/ws/pkg", c.Cwd)
 			assert.Equal(t, c, PresentResult(args, "/home/me/ws", tt.result), "pure: the same inputs give the same card")
 		})
+	}
+	changed := func(n, dropped int) call.Result {
+		rr := &sandbox.RunResult{}
+		for range n {
+			rr.Sandbox.Changes = append(rr.Sandbox.Changes, sandbox.Change{Op: sandbox.ChangeCreated, Path: "/ws/f"})
+		}
+		rr.Sandbox.ChangesDropped = dropped
+		return call.Result{Text: "ok", Value: Value{Kind: "foreground", RunResult: rr}}
+	}
+	for _, tc := range []struct {
+		result call.Result
+		want   string
+	}{
+		{changed(0, 0), ""},
+		{changed(1, 0), "changed: 1 file"},
+		{changed(3, 0), "changed: 3 files"},
+		{changed(1000, 25), "changed: 1025 files"},
+		{call.Result{Text: "ok", Value: &Value{Kind: "foreground", RunResult: changed(2, 0).Value.(Value).RunResult}}, "changed: 2 files"},
+		{call.Result{Text: "ok"}, ""},
+	} {
+		c := PresentResult(args, "/home/me/ws", tc.result)
+		assert.Equal(t, tc.want, c.Changed)
+		assert.Equal(t, "ok", c.Output, "the rendered text does not change")
 	}
 	assert.Equal(t, "/abs", PresentCall(json.RawMessage(`{"workdir":"/abs"}`), "/ws").Cwd)
 	assert.Equal(t, "/ws", PresentCall(json.RawMessage(`garbage`), "/ws").Cwd)

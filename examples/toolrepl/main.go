@@ -219,6 +219,9 @@ func run(argv []string, stdin io.Reader, stdout io.Writer) error {
 		if name == bash.Name() {
 			card := tool.PresentResult(args, ws, res)
 			fmt.Fprintf(stdout, "── %s  (%s)  cwd %s  status %s\n", card.Command, card.Description, card.Cwd, status(card.Status))
+			if card.Changed != "" {
+				fmt.Fprintf(stdout, "── %s\n", card.Changed)
+			}
 		}
 		fmt.Fprintf(stdout, "isError: %v\n%s\n", res.IsError, res.Text)
 	}

@@ -187,6 +187,9 @@ var pathCalls = []struct{ op, name string }{
 	{"remove", "unlink"}, {"remove", "unlinkat"}, {"remove", "rmdir"},
 	{"rename", "rename"}, {"rename", "renameat"}, {"rename", "renameat2"},
 	{"link", "link"}, {"link", "linkat"}, {"symlink", "symlink"}, {"symlink", "symlinkat"},
+	// Recorded as changes, never judged: Landlock has no right for a
+	// change of mode. fchmod, by descriptor, is not routed.
+	{"chmod", "chmod"}, {"chmod", "fchmodat"}, {"chmod", "fchmodat2"},
 }
 
 // nsFlags are the clone flags that create namespaces.

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/changes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/mountplan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
@@ -32,8 +33,11 @@ type Notifier struct {
 	table  map[int32]seccomp.Rule
 	policy modes.Policy
 	facts  *facts.Log
-	conns  sync.WaitGroup
-	done   chan struct{}
+	// changes records the paths of the write-like calls let through
+	// (nil: none are recorded).
+	changes *changes.Tracker
+	conns   sync.WaitGroup
+	done    chan struct{}
 	// stopR/stopW wake run to end it early: closing the listener makes
 	// every pending and later notified call fail (ENOSYS), still denied.
 	stopMu       sync.Mutex
@@ -152,8 +156,9 @@ func (n *Notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow
 // NewNotifier serves listener fd of a filter built from spec for the
 // sandbox of policy p, whose runner (the relay) is process relay and whose
 // Landlock ruleset, if any, is ruleset (the notifier keeps a duplicate);
-// guard is what it refuses outright (see OpenGuardFor).
-func NewNotifier(fd int, spec seccomp.Spec, p modes.Policy, denials *facts.Log, relay int, ruleset *os.File, guard OpenGuard) (*Notifier, error) {
+// guard is what it refuses outright (see OpenGuardFor); changed, when not
+// nil, records the paths of the write-like calls it lets through.
+func NewNotifier(fd int, spec seccomp.Spec, p modes.Policy, denials *facts.Log, changed *changes.Tracker, relay int, ruleset *os.File, guard OpenGuard) (*Notifier, error) {
 	table, err := seccomp.Table(spec)
 	if err != nil {
 		unix.Close(fd)
@@ -182,7 +187,7 @@ func NewNotifier(fd int, spec seccomp.Spec, p modes.Policy, denials *facts.Log, 
 		}
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
-	return &Notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: denials, done: make(chan struct{}),
+	return &Notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: denials, changes: changed, done: make(chan struct{}),
 		stopR: stop[0], stopW: stop[1], ruleset: rs, relay: relay, relayStart: start, guard: guard}, nil
 }
 
@@ -407,6 +412,8 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		args = []pathArg{{dirfd: cwd, addr: a[0], entry: true}, {dirfd: cwd, addr: a[1], entry: true}}
 	case "renameat", "renameat2":
 		args = []pathArg{{dirfd: int32(a[0]), addr: a[1], entry: true}, {dirfd: int32(a[2]), addr: a[3], entry: true}}
+	case "chmod", "fchmodat", "fchmodat2":
+		return n.chmodVerdict(req, rule)
 	case "link":
 		args = []pathArg{{dirfd: cwd, addr: a[0]}, {dirfd: cwd, addr: a[1], entry: true}}
 	case "linkat":
@@ -451,6 +458,7 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		if !n.policy.Writable(resolved[0]) {
 			return n.deny(rule, unix.EXDEV, resolved[0], "")
 		}
+		n.changes.Touch(t.RootFD, resolved[1])
 		return allow()
 	}
 	for _, p := range resolved {
@@ -464,6 +472,44 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		if (rule.Op == "remove" || rule.Op == "rename") && n.pinsProtected(p) {
 			return n.deny(rule, unix.EBUSY, p, "")
 		}
+	}
+	// Recorded before the kernel runs the call: the state the path had.
+	if rule.Op == "rename" && !(rule.Name == "renameat2" && a[4]&unix.RENAME_EXCHANGE != 0) {
+		n.changes.Rename(t.RootFD, resolved[0], resolved[1])
+		return allow()
+	}
+	for _, p := range resolved {
+		n.changes.Touch(t.RootFD, p)
+	}
+	return allow()
+}
+
+// chmodVerdict lets a change of mode through, recording its path as a
+// change first: it is routed for the change facts only. Landlock has no
+// right for it; with the mount view every path outside the writable roots
+// and every protected one is on a read-only mount.
+func (n *Notifier) chmodVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
+	a := req.Args
+	dirfd, addr, follow := int32(unix.AT_FDCWD), a[0], true
+	switch rule.Name {
+	case "fchmodat":
+		dirfd, addr = int32(a[0]), a[1]
+	case "fchmodat2":
+		dirfd, addr, follow = int32(a[0]), a[1], a[3]&unix.AT_SYMLINK_NOFOLLOW == 0
+	}
+	if n.changes == nil {
+		return allow()
+	}
+	t, err := n.loopTarget(req)
+	if err != nil {
+		return allow()
+	}
+	p, err := t.ReadPath(addr)
+	if err != nil || p == "" {
+		return allow() // AT_EMPTY_PATH: the file of a descriptor, not named
+	}
+	if r, err := t.Resolve(dirfd, p, follow); err == nil {
+		n.changes.Touch(t.RootFD, r)
 	}
 	return allow()
 }

@@ -1,0 +1,133 @@
+//go:build linux
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// TestChangeFacts: the report lists what the command changed in its
+// workspace, as root and as an unprivileged user, and nothing it only read,
+// made and removed again, or was denied.
+func TestChangeFacts(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newFSEnv(t, id, "workspace-write")
+		ws := e.ws
+		for name, content := range map[string]string{"keep": "old\n", "gone": "x\n", "mv": "m\n", "edit": "e\n", "run.sh": "#!/bin/sh\n", "read": "r\n"} {
+			id.writeOwned(t, filepath.Join(ws, name), content, 0o644)
+		}
+		r := e.run(t, strings.Join([]string{
+			"set -e",
+			"echo hi > new",
+			"echo more >> keep",
+			"rm gone",
+			"mv mv moved",
+			"mkdir -p d/e && printf 12345 > d/e/f",
+			"chmod 755 run.sh",
+			"t=$(mktemp -p .) && echo tmp > $t && rm $t", // made and removed: no change
+			"echo n > .edit.tmp && mv .edit.tmp edit",    // an editor's save
+			"cat read > /dev/null",
+			"ln -s new link",
+			"echo x > $OUT/denied || true", // denied: not a change
+		}, "\n"))
+		require.Equal(t, 0, r.Exit, r.String())
+		rep := requireReport(t, r)
+		require.NotNil(t, rep.ChangesDropped)
+		assert.Zero(t, *rep.ChangesDropped)
+		p := func(n string) string { return filepath.Join(ws, n) }
+		require.Equal(t, []Change{
+			{Op: "created", Path: p("new"), Type: "file", Size: 3, Mode: "0644"},
+			{Op: "modified", Path: p("keep"), Type: "file", Size: 9, Mode: "0644"},
+			{Op: "removed", Path: p("gone")},
+			{Op: "renamed", Path: p("moved"), From: p("mv"), Type: "file", Size: 2, Mode: "0644"},
+			{Op: "created", Path: p("d"), Type: "dir", Mode: "0755"},
+			{Op: "created", Path: p("d/e"), Type: "dir", Mode: "0755"},
+			{Op: "created", Path: p("d/e/f"), Type: "file", Size: 5, Mode: "0644"},
+			{Op: "mode", Path: p("run.sh"), Type: "file", Size: 10, Mode: "0755"},
+			{Op: "modified", Path: p("edit"), Type: "file", Size: 2, Mode: "0644"},
+			{Op: "created", Path: p("link"), Type: "symlink", Mode: "0777"},
+		}, rep.Changes)
+		requireAbsent(t, filepath.Join(e.out, "denied"))
+		requireDenial(t, r, "workspace-write", "write", filepath.Join(e.out, "denied"))
+	})
+}
+
+// TestChangeFactsOnlyWhereConfined: read-only denies every write and lists
+// no change; danger-full-access has no supervisor and lists none either
+// (an empty list, never a missing one).
+func TestChangeFactsOnlyWhereConfined(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, mode := range []string{"read-only", "danger-full-access"} {
+			t.Run(mode, func(t *testing.T) {
+				e := newFSEnv(t, id, mode)
+				r := e.run(t, "echo hi > new; rm -f inside; true")
+				rep := requireReport(t, r)
+				assert.NotNil(t, rep.Changes, "changes must be a list: %s", r.ReportRaw)
+				assert.Empty(t, rep.Changes)
+				if mode == "read-only" {
+					requireAbsent(t, filepath.Join(e.ws, "new"))
+					requireContent(t, filepath.Join(e.ws, "inside"), existingContent)
+				}
+			})
+		}
+	})
+}
+
+// TestChangeFactsCapped: past MaxChanges (1000) the changes are counted,
+// not listed.
+func TestChangeFactsCapped(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newFSEnv(t, id, "workspace-write")
+		r := e.run(t, "mkdir many && cd many && for i in $(seq 1203); do : > f$i; done")
+		require.Equal(t, 0, r.Exit, r.String())
+		rep := requireReport(t, r)
+		require.Len(t, rep.Changes, 1000)
+		require.NotNil(t, rep.ChangesDropped)
+		assert.Equal(t, 204, *rep.ChangesDropped) // many/ and 1203 files, 1000 listed
+		assert.Equal(t, Change{Op: "created", Path: filepath.Join(e.ws, "many"), Type: "dir", Mode: "0755"}, rep.Changes[0])
+		assert.Equal(t, filepath.Join(e.ws, "many", "f1"), rep.Changes[1].Path)
+		n := 0
+		entries, err := os.ReadDir(filepath.Join(e.ws, "many"))
+		require.NoError(t, err)
+		for range entries {
+			n++
+		}
+		require.Equal(t, 1203, n, fmt.Sprintf("files made: %d", n))
+	})
+}
+
+// TestExecutorChangeFacts: the executor's result carries the change facts,
+// foreground and background, and the spill files it writes itself are not
+// the command's changes.
+func TestExecutorChangeFacts(t *testing.T) {
+	e := newTestExecutor(t, sandbox.Config{Mode: modes.WorkspaceWrite})
+	ws := e.Workspace()
+	res, err := e.Run(context.Background(), sandbox.Request{Command: "echo a > fg.txt; head -c 200000 /dev/zero | tr '\\0' x"})
+	require.NoError(t, err)
+	require.Equal(t, []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "fg.txt"), Type: "file", Size: 2, Mode: "0644"}}, res.Sandbox.Changes)
+	require.NotEmpty(t, res.Stdout.SpillPath, "the output spilled to a file")
+
+	p, err := e.Start(context.Background(), sandbox.Request{Command: "mkdir bg && echo b > bg/f"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(30*time.Second))
+	defer cancel()
+	bg, err := p.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []sandbox.Change{
+		{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "bg"), Type: "dir", Mode: "0755"},
+		{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "bg", "f"), Type: "file", Size: 2, Mode: "0644"},
+	}, bg.Sandbox.Changes)
+}
