@@ -3,7 +3,7 @@
 #   make deps        install build dependencies (libseccomp-dev, pkg-config, gcc, git) when missing
 #   make build       build bin/dsh-sandbox-run (cgo)
 #   make demo        allowed write, denied write reported as a fact, blocked network, a masked
-#                    ~/.ssh, a protected .envrc
+#                    ~/.ssh, a protected .envrc, an rm -rf in a transaction, listed then discarded
 #   make test-deps   install the clients the tests run in the sandbox (curl, python3, pip, npm)
 #   make test        gofmt, go vet, staticcheck (when installed), go test ./... (as CI runs it)
 #   make lint        install staticcheck from the Go module proxy and run it
@@ -365,6 +365,29 @@ want="dsh-sandbox-run: denied write $ws/.envrc (workspace-write mode)"
 if grep -qxF "$want" "$demo/stderr5.txt"; then ok "denial line: $want"; else
   # Without a supervisor the kernel refuses (or the post-run audit sets it aside) without this line.
   echo "   (no denial line: this host has no seccomp user notification)"
+fi
+
+heading "6. transaction: rm -rf src in a transaction, the change list, then discard"
+mkdir -p "$ws/src" && echo 'package main' > "$ws/src/main.go" && echo 'package main' > "$ws/src/util.go"
+tx="$demo/tx"
+before="$(cd "$ws" && find . -printf '%P %y %m %s\n' | sort | cksum)"
+echo "   \$ dsh-sandbox-run --mode workspace-write --transaction $tx -- bash -c 'rm -rf src && ls'"
+rc=0
+(cd "$ws" && "$BIN" --mode workspace-write --workspace "$ws" --transaction "$tx" -- bash -c 'rm -rf src && ls') >"$demo/out6.txt" 2>&1 || rc=$?
+sed 's/^/   | /' "$demo/out6.txt"
+echo "   exit status: $rc"
+if [ "$rc" = 125 ] && grep -q "transaction unavailable" "$demo/out6.txt"; then
+  echo "   (this host cannot mount the overlay: refused, never run on the workspace directly)"
+  if [ -e "$ws/src/main.go" ]; then ok "$ws/src is untouched"; else bad "$ws/src is gone"; fi
+else
+  if [ -e "$ws/src/main.go" ]; then ok "$ws/src is still there: the command's rm went to the transaction"; else bad "$ws/src is gone before any commit"; fi
+  echo "   \$ dsh-sandbox-run changes $tx"
+  "$BIN" changes "$tx" | sed 's/^/   | /'
+  if "$BIN" changes "$tx" | grep -q '"op": "removed"'; then ok "the change list has the removal"; else bad "the change list has no removal"; fi
+  echo "   \$ dsh-sandbox-run discard $tx"
+  "$BIN" discard "$tx" | sed 's/^/   | /'
+  after="$(cd "$ws" && find . -printf '%P %y %m %s\n' | sort | cksum)"
+  if [ "$before" = "$after" ]; then ok "discarded: the workspace is as it was"; else bad "the workspace changed"; fi
 fi
 
 echo

@@ -10,7 +10,9 @@
 # alike. Then a table of medians and their ratios to bwrap, and the cost of one notified
 # write-like call: a C program times N openat(O_WRONLY|O_CREAT) calls under
 # --mode danger-full-access (no supervisor) and --mode workspace-write (each call a seccomp
-# user notification answered by the supervisor), the pair 3 times, interleaved.
+# user notification answered by the supervisor), the pair 3 times, interleaved. Last, a
+# transaction's cost: the tar workload under dsh with and without --transaction, and the
+# commit of the 5,000 files it made against `cp -a` of them.
 #
 # Each workload has a workspace of its own (WS below), a directory of a temporary root under
 # /var/tmp (not /tmp: bwrap's profile mounts a tmpfs there), removed on exit:
@@ -300,6 +302,44 @@ for r in range(3):
         rows.append(["notify", mode, r + 1, slot, f"{med:.3f}", "us-median"])
         rows.append(["notify", mode, r + 1, slot, f"{p90:.3f}", "us-p90"])
 
+# Transactions (issue 16): the tar workload under dsh with --transaction against without,
+# interleaved; after each transactional run, the commit of what it made (5,000 files moved
+# into the workspace) against `cp -a` of the same tree (copied first, from the upper layer).
+tws = os.path.join(ws_root, "tar")
+tar_cmd = f"tar -xf {shlex.quote(archive)} -C out"
+txdir, cpdst = os.path.join(root, "tx"), os.path.join(root, "cp-dst")
+tx = {"direct": [], "transaction": [], "commit": [], "cp -a": []}
+print(f"== transactions: {rounds} x 2 runs of `tar x`, then commit against cp -a", flush=True)
+
+
+def timed(argv, what):
+    t0 = time.perf_counter_ns()
+    p = subprocess.run(argv, cwd=tws, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t1 = time.perf_counter_ns()
+    if p.returncode != 0:
+        die(f"{what} exited {p.returncode}: " + " ".join(shlex.quote(a) for a in argv) + "\n  "
+            + p.stderr.decode(errors="replace").strip())
+    return (t1 - t0) / 1e6
+
+
+for r in range(rounds):
+    for slot, v in enumerate(["direct", "transaction"] if r % 2 == 0 else ["transaction", "direct"]):
+        tar_prepare(tws)
+        flags = ["--transaction", txdir] if v == "transaction" else []
+        ms = timed([bin_, "--mode", "workspace-write", "--workspace", tws] + flags + ["--", bash, "-c", tar_cmd], f"tar x ({v})")
+        tx[v].append(ms)
+        rows.append(["tar-transaction", v, r + 1, slot, f"{ms:.4f}", "ms"])
+        if v == "transaction":
+            ms = timed(["cp", "-a", os.path.join(txdir, "upper", "out"), cpdst], "cp -a")
+            tx["cp -a"].append(ms)
+            rows.append(["commit-5000", "cp -a", r + 1, 0, f"{ms:.4f}", "ms"])
+            shutil.rmtree(cpdst)
+            ms = timed([bin_, "commit", txdir], "commit")
+            tx["commit"].append(ms)
+            rows.append(["commit-5000", "commit", r + 1, 1, f"{ms:.4f}", "ms"])
+            shutil.rmtree(txdir)
+        tar_cleanup(tws)
+
 with open(csv_path, "w", newline="") as f:
     w = csv.writer(f)
     w.writerow(["workload", "variant", "round", "slot", "value", "unit"])
@@ -328,4 +368,8 @@ print(f"notified write-like call: median {ww_med - df_med:.1f} µs added (worksp
       f"danger-full-access {df_med:.1f} µs), p90 {ww_p90 - df_p90:.1f} µs added (workspace-write "
       f"{ww_p90:.1f} µs, danger-full-access {df_p90:.1f} µs); median of 3 interleaved runs "
       f"of {notify_calls} openat(O_WRONLY|O_CREAT) each")
+m = {k: med(v) for k, v in tx.items()}
+print(f"transaction: `tar x` 5,000 files {m['transaction']:.1f} ms in a transaction, {m['direct']:.1f} ms direct "
+      f"({m['transaction'] / m['direct']:.2f}x); commit of the 5,000 files {m['commit']:.1f} ms, "
+      f"`cp -a` of them {m['cp -a']:.1f} ms ({m['commit'] / m['cp -a']:.2f}x); medians of {rounds} interleaved rounds")
 EOF

@@ -385,6 +385,7 @@ type Report struct {
 	Denials        []Denial `json:"denials"`
 	Changes        []Change `json:"changes"`
 	ChangesDropped *int     `json:"changes_dropped"`
+	Transaction    string   `json:"transaction"`
 	ExitCode       *int     `json:"exit_code"`
 	Signal         string   `json:"signal"`
 	Error          string   `json:"error"`

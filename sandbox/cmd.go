@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
 // SetupError reports that the sandbox could not be set up: the command never
@@ -96,6 +97,18 @@ type Cmd struct {
 	// the network through (shared by many commands, see EgressProxy); nil
 	// gives the command one of its own, closed when it ends.
 	Proxy *EgressProxy
+	// Transaction, when not nil, runs the command in that transaction
+	// (package transaction): it sees the policy's workspace through an
+	// overlay whose upper layer is the transaction's, so that what it
+	// writes there lands in the transaction and the workspace stays as it
+	// was until the transaction is committed (read-only sees its changes
+	// and makes none). It needs a confined mode with the transaction's
+	// workspace, and a mount view; a host
+	// without one (or without overlayfs in a user namespace, before Linux
+	// 5.11) fails Start with ErrTransactionUnavailable. Every other
+	// guarantee holds inside it; the Result's Changes are then the
+	// transaction's, read from its upper layer.
+	Transaction *transaction.Tx
 
 	// cmdState is the started command's state, per platform (off Linux,
 	// Start only returns ErrUnsupported).

@@ -38,10 +38,13 @@ type cmdState struct {
 	changed        *changes.Tracker // nil without a supervisor
 	changes        []Change         // settled once the command's processes are gone
 	changesDropped int
-	audits         []*audit.Audit // the git control and protected entries at the start
-	group          *limits.Group  // the command's cgroup (resource limits), or nil
-	usage          *Usage
-	noAudit        bool // the probe's `true` changes nothing: no audit
+	// txHold holds Transaction (see transaction.Tx.Hold); the runner's
+	// processes inherit it, past the fds of ExtraFiles.
+	txHold  *os.File
+	audits  []*audit.Audit // the git control and protected entries at the start
+	group   *limits.Group  // the command's cgroup (resource limits), or nil
+	usage   *Usage
+	noAudit bool // the probe's `true` changes nothing: no audit
 	// auditSkip are protected paths the sandbox itself writes while the
 	// command runs (an executor's spill directory): not audited.
 	auditSkip []string
@@ -109,7 +112,7 @@ func (c *Cmd) Start() error {
 			ports = append(ports, h.Port())
 		}
 	}
-	prep, err := prepare(c.Policy, c.LandlockABI, ports)
+	prep, err := prepare(c.Policy, c.LandlockABI, ports, c.Transaction)
 	if err != nil {
 		c.closeProxy()
 		if re := resourceError("prepare the sandbox", err); re != nil {
@@ -119,9 +122,29 @@ func (c *Cmd) Start() error {
 	}
 	defer prep.close()
 	c.prep = prep
-	if c.noAudit {
+	if c.Transaction != nil {
+		// Held until the command's processes (and so its overlay) are
+		// gone: no commit moves the upper layer under it.
+		if c.txHold, err = c.Transaction.Hold(); err != nil {
+			c.closeProxy()
+			return &SetupError{Detail: err.Error(), Err: err}
+		}
+	}
+	switch {
+	case c.noAudit:
 		c.audits = nil
-	} else if c.audits, err = audit.Start(c.Policy, c.auditSkip); err != nil {
+	case c.Transaction != nil:
+		// The command writes to the workspace only through the overlay:
+		// its upper layer is what to audit.
+		c.audits, err = audit.StartOver(c.Policy, c.auditSkip, c.Policy.Workspace, c.Transaction.UpperDir())
+	default:
+		c.audits, err = audit.Start(c.Policy, c.auditSkip)
+	}
+	if err != nil {
+		c.closeProxy()
+		if c.txHold != nil {
+			c.txHold.Close()
+		}
 		if re := resourceError("audit the writable roots", err); re != nil {
 			return re
 		}
@@ -141,9 +164,15 @@ func (c *Cmd) Start() error {
 		c.nsError = "user namespaces unusable (" + se.Detail + ")"
 		err = c.startRunner(runnerPath, false)
 	}
+	if errors.As(err, &se) && c.Transaction != nil && strings.HasPrefix(se.Detail, transactionUnavailable) {
+		se.Err = ErrTransactionUnavailable
+	}
 	if err != nil && c.group != nil {
 		c.group.Close()
 		c.group = nil
+	}
+	if err != nil && c.txHold != nil {
+		c.txHold.Close()
 	}
 	if err != nil {
 		c.closeProxy()
@@ -207,7 +236,9 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	tree := runner.StartTree(proc.Pid)
 	var n *supervisor.Notifier
 	var changed *changes.Tracker // the paths the command changes (confined modes)
-	if c.Policy.Mode.Confines() {
+	if c.Policy.Mode.Confines() && c.Transaction == nil {
+		// (A transaction's changes are read from its upper layer: once
+		// the command is gone, so is its overlay.)
 		changed = changes.NewTracker(c.Policy)
 	}
 	// The process that loads the seccomp filter: the runner, or the init of
@@ -471,11 +502,47 @@ func (c *Cmd) monitor() {
 		c.egress.close()
 	}
 	c.closeProxy()
-	// Every process of the command is gone: nothing races the audit, and
-	// the paths it changed are what they will stay.
-	audit.Finish(c.audits, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
+	// Every process of the command is gone: the paths it changed are what
+	// they will stay, and nothing races the audit. The changes are read
+	// first: what the audit sets aside is the command's write, not a removal.
 	c.changes, c.changesDropped = c.changed.Settle()
+	audit.Finish(c.audits, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
+	if c.Transaction != nil {
+		// After the audit: what it reverted is no change.
+		c.transactionChanges()
+		c.txHold.Close()
+	}
 	c.tree.Close()
+}
+
+// runnerFiles are the runner's fds from 3 on: its control socket, the
+// command's extra files, then the transaction's hold (the runner counts
+// only the extra files, so the command never gets it: close-on-exec in the
+// runner, it stays with the runner's own processes, which end with the
+// command's overlay).
+func (c *Cmd) runnerFiles(ctrl *os.File) []*os.File {
+	files := append([]*os.File{ctrl}, c.ExtraFiles...)
+	if c.txHold != nil {
+		files = append(files, c.txHold)
+	}
+	return files
+}
+
+// transactionChanges sets the command's changes to its transaction's: every
+// change in its upper layer so far (this command's and the earlier ones'
+// in the same transaction). A layer that cannot be read is said in the
+// enforcement's reasons.
+func (c *Cmd) transactionChanges() {
+	all, err := c.Transaction.Changes()
+	if err != nil {
+		c.enf.Reasons = append(c.enf.Reasons, "transaction: cannot list the changes: "+err.Error())
+		return
+	}
+	if len(all) > MaxChanges {
+		c.changes, c.changesDropped = all[:MaxChanges], len(all)-MaxChanges
+		return
+	}
+	c.changes = all
 }
 
 // Wait waits for the command and everything it started to end, and returns
@@ -603,7 +670,7 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.Fi
 		Stdin:      readerOf(c.Stdin),
 		Stdout:     writerOf(c.Stdout),
 		Stderr:     writerOf(c.Stderr),
-		ExtraFiles: append([]*os.File{child}, c.ExtraFiles...),
+		ExtraFiles: c.runnerFiles(child),
 	}
 	if cgroupDir != nil {
 		proc.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgroupDir.Fd())}

@@ -102,3 +102,13 @@ var ErrInvalidRequest = errors.New("invalid request")
 func invalidf(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, a...))
 }
+
+// ErrTransactionUnavailable is the cause of the SetupError of a command
+// given a transaction (Cmd.Transaction) this host cannot run: no mount view
+// (user or mount namespaces refused) or no overlayfs in a user namespace
+// (before Linux 5.11). The command never ran: it is never run writing to
+// the workspace directly instead.
+var ErrTransactionUnavailable = errors.New(transactionUnavailable)
+
+// transactionUnavailable starts the detail of such a SetupError.
+const transactionUnavailable = "transaction unavailable"

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
 // Defaults of an Executor's Config.
@@ -121,6 +122,9 @@ type Request struct {
 	// Network replaces the executor's network policy (Config.Network and
 	// Config.Allowlist) for this command; nil keeps it.
 	Network *Network
+	// Transaction runs the command in that transaction (Cmd.Transaction):
+	// its workspace must be the request's, its mode a confined one.
+	Transaction *transaction.Tx
 }
 
 // Network is a network policy: off (the zero value), everything (On), or
@@ -142,4 +146,6 @@ type Resolved struct {
 	Stdin     io.Reader
 	// StdoutTail and StderrTail are the in-memory tail sizes.
 	StdoutTail, StderrTail int
+	// Transaction is the request's, or nil.
+	Transaction *transaction.Tx
 }

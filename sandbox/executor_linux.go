@@ -159,7 +159,7 @@ func (e *Executor) Close() error {
 // Resolve checks req and fills its defaults. Errors wrap ErrInvalidRequest,
 // or a modes error when the workspace is unusable.
 func (e *Executor) Resolve(req Request) (Resolved, error) {
-	r := Resolved{Command: req.Command, Stdin: req.Stdin, StdoutTail: e.cfg.TailBytes, StderrTail: e.cfg.TailBytes}
+	r := Resolved{Command: req.Command, Stdin: req.Stdin, StdoutTail: e.cfg.TailBytes, StderrTail: e.cfg.TailBytes, Transaction: req.Transaction}
 	if strings.TrimSpace(req.Command) == "" {
 		return Resolved{}, invalidf("command must be a non-empty string")
 	}
@@ -248,6 +248,14 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		return Resolved{}, err
 	}
 	r.Policy = policy
+	if tx := req.Transaction; tx != nil {
+		if !r.Mode.Confines() {
+			return Resolved{}, invalidf("a transaction needs a confined mode (%s writes to the workspace directly)", r.Mode)
+		}
+		if tx.Workspace() != policy.Workspace {
+			return Resolved{}, invalidf("transaction %s is for the workspace %s, not %s", tx.Dir(), tx.Workspace(), policy.Workspace)
+		}
+	}
 
 	// Workdirs resolve against the canonical workspace the policy uses, so
 	// confinement and spawn never read one path two ways.

@@ -26,6 +26,7 @@ func TestImportsGoDown(t *testing.T) {
 		"sandbox/internal/audit":      1,
 		"sandbox/internal/limits":     1,
 		"sandbox/internal/egress":     1,
+		"sandbox/transaction":         1,
 		"sandbox/internal/resolve":    2,
 		"sandbox/internal/proc":       2,
 		"sandbox/internal/facts":      2,
@@ -37,7 +38,7 @@ func TestImportsGoDown(t *testing.T) {
 	}
 	dirs, err := filepath.Glob("internal/*")
 	require.NoError(t, err)
-	dirs = append(dirs, "landlock", "seccomp", "modes")
+	dirs = append(dirs, "landlock", "seccomp", "modes", "transaction")
 	for _, dir := range dirs {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			continue

@@ -17,6 +17,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
 // preparation is everything the supervisor builds for one runner before it
@@ -38,16 +39,25 @@ type preparation struct {
 	// exist), llMasks those the ruleset leaves out of every read right.
 	masks, llMasks []string
 	// needView says why the command must not run without the mount view
-	// ("": it may): a mask the ruleset cannot cover.
+	// ("": it may): a mask the ruleset cannot cover, or a transaction.
 	needView string
+	// overlay is a transaction's overlay over the workspace, or nil.
+	overlay *mountplan.Overlay
 }
 
 // prepare builds what a runner needs for policy p, with a Landlock ABI of
 // at most maxABI (0: the kernel's; see Cmd.LandlockABI). egressPorts are
 // the TCP ports of the egress proxy and the allowlist's hosts, under a
-// network allowlist.
-func prepare(p modes.Policy, maxABI int, egressPorts []uint16) (*preparation, error) {
+// network allowlist. tx, when not nil, is the transaction the command runs
+// in.
+func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.Tx) (*preparation, error) {
 	prep := &preparation{policy: p}
+	if tx != nil {
+		if err := transactionFits(p, tx); err != nil {
+			return nil, err
+		}
+		prep.overlay = &mountplan.Overlay{Root: p.Workspace, Upper: tx.UpperDir(), Work: tx.WorkDir(), Dir: tx.Dir()}
+	}
 	if !p.Mode.Confines() {
 		return prep, nil
 	}
@@ -85,6 +95,9 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16) (*preparation, er
 		prep.abi, prep.ruleset = abi, rs
 		prep.carved = carve && len(landlock.Carved(p)) == existing(p.Protected)
 		prep.llMasks = derived.MaskedPaths()
+		if prep.overlay != nil {
+			prep.overlay.Rules = derived.Beneath(p.Workspace)
+		}
 	}
 	prep.masks = mountplan.Masks(p)
 	if prep.ruleset != nil {
@@ -96,7 +109,29 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16) (*preparation, er
 			}
 		}
 	}
+	if prep.overlay != nil && prep.needView == "" {
+		// Without the mount view there is no overlay: the command would
+		// write to the workspace itself.
+		prep.needView = transactionUnavailable + ": the workspace overlay needs a mount view (user and mount namespaces, overlayfs in a user namespace: Linux 5.11)"
+	}
 	return prep, nil
+}
+
+// transactionFits checks that a command under p can run in tx: a confined
+// mode (read-only sees the transaction's changes and makes none), and tx's
+// workspace.
+func transactionFits(p modes.Policy, tx *transaction.Tx) error {
+	if !p.Mode.Confines() {
+		return fmt.Errorf("a transaction needs a confined mode (%s writes to the workspace directly)", p.Mode)
+	}
+	if tx.Workspace() != p.Workspace {
+		return fmt.Errorf("transaction %s is for the workspace %s, not %s", tx.Dir(), tx.Workspace(), p.Workspace)
+	}
+	if roots := p.AuditedRoots(); len(roots) > 0 && roots[0] != p.Workspace {
+		// (Its audit would read that root, not the upper layer.)
+		return fmt.Errorf("a transaction covers the workspace only, and the writable root %s holds it", roots[0])
+	}
+	return nil
 }
 
 // filterSpec returns the seccomp variant for policy p. With user
@@ -184,7 +219,7 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 		if prep.ruleset != nil {
 			ll = landlock.MountAccessOf(prep.abi)
 		}
-		if plan, err = mountplan.Plan(p, ll, prep.masks); err != nil {
+		if plan, err = mountplan.Plan(p, ll, prep.masks, prep.overlay); err != nil {
 			return nil, err
 		}
 	}

@@ -31,8 +31,11 @@ type Report struct {
 	// (confined modes; see Change), ChangesDropped those left out.
 	Changes        []Change `json:"changes"`
 	ChangesDropped int      `json:"changes_dropped"`
-	ExitCode       int      `json:"exit_code"`
-	Signal         string   `json:"signal,omitempty"`
+	// Transaction is the directory of the transaction the command ran in
+	// (then Changes are the transaction's so far), when it ran in one.
+	Transaction string `json:"transaction,omitempty"`
+	ExitCode    int    `json:"exit_code"`
+	Signal      string `json:"signal,omitempty"`
 	// TimedOut: dsh-sandbox-run's --timeout fired while the command ran
 	// (it was then terminated; it may still have exited 0).
 	TimedOut bool `json:"timed_out"`

@@ -149,17 +149,18 @@ func (j *job) start() error {
 	}
 
 	cmd := &Cmd{
-		Policy:     j.r.Policy,
-		Path:       j.e.shell,
-		Args:       shellArgv(j.e.shell, script)[1:],
-		Env:        j.r.Env,
-		Dir:        j.r.Workdir,
-		Stdin:      stdinR,
-		Stdout:     outW,
-		Stderr:     errW,
-		ExtraFiles: extra,
-		Runner:     j.e.cfg.Runner,
-		Proxy:      j.e.proxy,
+		Policy:      j.r.Policy,
+		Path:        j.e.shell,
+		Args:        shellArgv(j.e.shell, script)[1:],
+		Env:         j.r.Env,
+		Dir:         j.r.Workdir,
+		Stdin:       stdinR,
+		Stdout:      outW,
+		Stderr:      errW,
+		ExtraFiles:  extra,
+		Runner:      j.e.cfg.Runner,
+		Proxy:       j.e.proxy,
+		Transaction: j.r.Transaction,
 	}
 	// The executor writes its spill files there during the run.
 	cmd.auditSkip = []string{j.e.spillDir}

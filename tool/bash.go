@@ -8,6 +8,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
 )
@@ -24,6 +25,8 @@ const (
 	errBackgroundUnavailable = "background tasks unavailable: load @deepseek-ai/dsh-tasks and @deepseek-ai/dsh-tool-tasks"
 	errNoEscalation          = "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)"
 	errAborted               = "tool call aborted"
+	// (not in the contract: Options.Transaction is this project's)
+	errTransactionUnconfined = "this session's commands run in a transaction: under %s a command would write to the workspace directly"
 )
 
 // EnvFunc collects the managed DSH_* environment of one call (see package
@@ -49,6 +52,12 @@ type Options struct {
 	// BackgroundContext bounds background commands (they outlive their
 	// call); cancelling it kills them. nil means context.Background().
 	BackgroundContext context.Context
+	// Transaction, when not nil, returns the transaction a call's command
+	// runs in, or nil for none (sandbox.Request.Transaction): say one per
+	// agent session, which the user reviews, then commits or discards. A
+	// call that would run under danger-full-access in a transaction is
+	// refused: it would write to the workspace directly.
+	Transaction func(call.Context) *transaction.Tx
 }
 
 // Bash is the model-facing bash tool. It implements call.Tool and is safe
@@ -139,6 +148,19 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 	req := sandbox.Request{Command: a.Command, Workdir: a.Workdir, TimeoutMs: a.TimeoutMs, Mode: &mode}
 	if c.Agent != nil {
 		req.Session = &sandbox.Session{ID: c.Agent.Session, Workspace: c.Agent.Workspace}
+	}
+	if b.o.Transaction != nil {
+		if tx := b.o.Transaction(c); tx != nil {
+			// Checked before any approval is asked for.
+			final := mode
+			if a.Escalation != nil {
+				final = *a.Escalation
+			}
+			if !final.Confines() {
+				return call.Error(fmt.Sprintf(errTransactionUnconfined, final.String()))
+			}
+			req.Transaction = tx
+		}
 	}
 	if a.Escalation != nil {
 		granted, msg := b.escalate(ctx, c, a, req, mode)

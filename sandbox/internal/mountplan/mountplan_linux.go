@@ -42,12 +42,31 @@ import (
 //
 // The plan is computed here, in the supervisor, from its own mount table:
 // the runner's new mount namespace starts as a copy of it.
-func Plan(p modes.Policy, ll landlock.MountAccess, masks []string) ([]string, error) {
+//
+// ov, when not nil, is a transaction's overlay: mounted first, over its root,
+// so that every later step acts on what the command sees.
+func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay) ([]string, error) {
 	var t []string
 	mount := func(src, tgt, fstype string, flags uintptr, mode string) {
 		t = append(t, "m", src, tgt, fstype, strconv.FormatUint(uint64(flags), 10), mode)
 	}
 	mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "hard")
+	var checks []string
+	if ov != nil {
+		data, err := ov.options()
+		if err != nil {
+			return nil, err
+		}
+		t = append(t, "md", "overlay", ov.Root, "overlay", strconv.FormatUint(unix.MS_NOSUID|unix.MS_NODEV, 10), "hard", data)
+		for _, r := range ov.Rules {
+			t = append(t, "l", r.Path, strconv.FormatUint(r.Access, 10))
+		}
+		// The transaction's directory is the command's own writes: hidden,
+		// so that nothing reaches the upper layer but through the overlay
+		// (it may lie in a writable root, /tmp say).
+		t = append(t, "md", "tmpfs", ov.Dir, "tmpfs", strconv.FormatUint(maskFlags, 10), "hard", "mode=0700,size=4k,nr_inodes=16")
+		checks = append(checks, ov.Dir)
+	}
 	for _, w := range p.WritableRoots {
 		flags, err := keptFlags(w)
 		if err != nil {
@@ -58,7 +77,6 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string) ([]string, er
 		// is not one of the sinks: nodev.
 		mount("", w, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NODEV|flags|rdonlyFlag(w), "hard")
 	}
-	var checks []string
 	for _, pp := range p.Protected {
 		if _, err := os.Stat(pp); err != nil {
 			// A missing protected path (or a dangling link) is guarded by
@@ -173,6 +191,30 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string) ([]string, er
 		t = append(t, "ro", c)
 	}
 	return t, nil
+}
+
+// Overlay is a transaction's overlay (see sandbox/transaction): Root, a
+// writable root, is both its lower layer and where it is mounted; the
+// command's writes there land in Upper. Rules are the Landlock rules on Root
+// and beneath it (landlock.Ruleset.Beneath), added again on the overlay's
+// inodes; Dir, the transaction's directory (Upper and Work lie in it), is
+// hidden from the command.
+type Overlay struct {
+	Root, Upper, Work, Dir string
+	Rules                  []landlock.Rule
+}
+
+// options returns the overlay's mount data. userxattr lets a user namespace
+// mount it (Linux 5.11) and keeps its metadata in user.overlay.* xattrs,
+// the same whoever mounts it; redirect_dir and metacopy stay off with it,
+// so the upper layer is plain files, whiteouts and opaque directories.
+func (o *Overlay) options() (string, error) {
+	for _, p := range []string{o.Root, o.Upper, o.Work} {
+		if !filepath.IsAbs(p) || strings.ContainsAny(p, ",:\\\n") {
+			return "", fmt.Errorf("mount view: overlay: %q cannot be an overlay layer (it must be absolute, without ',', ':', '\\' or a newline)", p)
+		}
+	}
+	return "lowerdir=" + o.Root + ",upperdir=" + o.Upper + ",workdir=" + o.Work + ",userxattr", nil
 }
 
 // maskFlags are the mount flags of a mask.

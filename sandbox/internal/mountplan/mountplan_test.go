@@ -5,6 +5,7 @@ package mountplan
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -79,7 +80,7 @@ func TestMountPlan(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755))
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
-	toks, err := Plan(p, landlock.MountAccess{}, Masks(p))
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil)
 	require.NoError(t, err)
 	ops, checks := parsePlan(t, toks)
 
@@ -148,7 +149,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
 	ll := landlock.MountAccessOf(7)
-	toks, err := Plan(p, ll, Masks(p))
+	toks, err := Plan(p, ll, Masks(p), nil)
 	require.NoError(t, err)
 	ops, checks, data, rules := parsePlanAll(t, toks)
 	index := func(match func(planOp) bool) int {
@@ -212,7 +213,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	assert.NotContains(t, globals, "/proc/1")
 
 	// Without Landlock, no rules.
-	toks, err = Plan(p, landlock.MountAccess{}, Masks(p))
+	toks, err = Plan(p, landlock.MountAccess{}, Masks(p), nil)
 	require.NoError(t, err)
 	_, _, _, rules = parsePlanAll(t, toks)
 	assert.Empty(t, rules)
@@ -240,7 +241,7 @@ func TestPlanMasks(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("machine x"), 0o600))
 	p := modes.Policy{Mode: modes.ReadOnly, Workspace: base, DenyRead: []string{dir, file, missing}}
 	assert.Equal(t, []string{dir, file}, Masks(p))
-	toks, err := Plan(p, landlock.MountAccess{}, Masks(p))
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil)
 	require.NoError(t, err)
 	ops, checks, data, _ := parsePlanAll(t, toks)
 	var onDir, onFile []planOp
@@ -265,4 +266,37 @@ func TestPlanMasks(t *testing.T) {
 	assert.Contains(t, checks, dir)
 	assert.Contains(t, checks, file)
 	assert.Empty(t, Masks(modes.Policy{Mode: modes.DangerFullAccess, DenyRead: []string{dir}}))
+}
+
+// A transaction's overlay is the first mount after making the tree private,
+// its Landlock rules are added right after it (on its inodes), and the
+// transaction's directory is hidden before anything else is bound.
+func TestMountPlanOverlay(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "dsh-plan-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ws, tx := filepath.Join(base, "ws"), filepath.Join(base, "tx")
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(tx, "upper"), 0o755))
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	require.NoError(t, err)
+	ov := &Overlay{Root: p.Workspace, Upper: tx + "/upper", Work: tx + "/work", Dir: tx,
+		Rules: []landlock.Rule{{Path: p.Workspace, Access: 7}}}
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), ov)
+	require.NoError(t, err)
+	ops, checks, data, rules := parsePlanAll(t, toks)
+	require.GreaterOrEqual(t, len(ops), 3)
+	assert.Equal(t, planOp{"overlay", p.Workspace, "overlay", unix.MS_NOSUID | unix.MS_NODEV, "hard"}, ops[1])
+	assert.Equal(t, "lowerdir="+p.Workspace+",upperdir="+tx+"/upper,workdir="+tx+"/work,userxattr", data[p.Workspace])
+	assert.Equal(t, planOp{"tmpfs", tx, "tmpfs", maskFlags, "hard"}, ops[2], "the transaction directory is hidden")
+	assert.Equal(t, []planRule{{p.Workspace, 7}}, rules)
+	assert.Contains(t, checks, tx)
+	// The rules come right after the overlay, before any bind.
+	i := slices.Index(toks, "l")
+	assert.Equal(t, "md", toks[i-7], "the rule follows the overlay's step: %v", toks[:i+3])
+
+	for _, bad := range []string{"/a,b", "/a:b", `/a\b`, "/a\nb", "rel"} {
+		_, err := Plan(p, landlock.MountAccess{}, nil, &Overlay{Root: p.Workspace, Upper: bad, Work: tx + "/work", Dir: tx})
+		assert.ErrorContains(t, err, "cannot be an overlay layer", bad)
+	}
 }

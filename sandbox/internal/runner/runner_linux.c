@@ -215,7 +215,7 @@ static int apply_mounts(int from, int *fresh_proc, int ruleset) {
 			}
 			if ((flags & MS_REMOUNT) && (flags & MS_RDONLY) && read_only(tgt)) continue;
 			if (strcmp(mode, "skip") == 0 && (e == EACCES || e == ENOENT || e == ENOTDIR)) continue;
-			add_reason("mount view: %s %s: %s", (flags & MS_REMOUNT) ? "read-only" : "bind", tgt, strerror(e));
+			add_reason("mount view: %s %s: %s", (flags & MS_REMOUNT) ? "read-only" : *fs ? fs : "bind", tgt, strerror(e));
 			return 0;
 		} else if (strcmp(tok[i], "r") == 0 && i + 2 < ntok) {
 			// Remount a mount point read-only (flags: what it must keep);

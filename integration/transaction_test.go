@@ -1,0 +1,377 @@
+//go:build linux
+
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
+)
+
+// treeHash is a digest of everything under dir: every path with its type,
+// permission bits, size and content (a symlink's target), so that two trees
+// hash alike only when they are byte-identical.
+func treeHash(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s %v", rel, fi.Mode())
+		switch {
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			line += fmt.Sprintf(" %x", sha256.Sum256(b))
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			line += " -> " + target
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	require.NoError(t, err)
+	sort.Strings(lines)
+	return fmt.Sprintf("%x", sha256.Sum256([]byte(strings.Join(lines, "\n"))))
+}
+
+// txEnv is a workspace with a few files and a transaction directory (not
+// made yet) under /tmp, a writable root of workspace-write, where only the
+// mount view keeps the command out of it.
+type txEnv struct {
+	fsEnv
+	tx string
+}
+
+func newTxEnv(t *testing.T, id identity) txEnv {
+	t.Helper()
+	e := txEnv{fsEnv: newFSEnv(t, id, "workspace-write")}
+	// The workspace lies outside every other writable root (not in /tmp):
+	// its rights come from the Landlock rule the runner adds on the
+	// overlay, which a workspace in /tmp would not need.
+	e.ws = id.mkdirOwned(t, "/var/tmp", "dsh-it-ws-")
+	e.tx = filepath.Join(id.mkdirOwned(t, "/tmp", "dsh-it-tx-"), "tx")
+	require.NoError(t, os.MkdirAll(filepath.Join(e.ws, "src"), 0o755))
+	require.NoError(t, os.Lchown(filepath.Join(e.ws, "src"), int(id.uid), int(id.gid)))
+	for name, content := range map[string]string{"keep": "one\ntwo\nthree\n", "gone": "x\n", "src/a.go": "package a\n", "src/b.go": "package b\n", "run.sh": "#!/bin/sh\n"} {
+		id.writeOwned(t, filepath.Join(e.ws, name), content, 0o644)
+	}
+	return e
+}
+
+// run runs script in the transaction.
+func (e txEnv) run(t *testing.T, script string) result {
+	t.Helper()
+	return e.fsEnv.run(t, script, "--transaction", e.tx)
+}
+
+// cli runs `dsh-sandbox-run ARGS` (commit, discard, diff, changes) as the
+// identity.
+func (e txEnv) cli(t *testing.T, args ...string) result {
+	t.Helper()
+	return e.id.run(t, runOpts{Flags: args, NoReport: true})
+}
+
+// TestTransactionCommit: a command in a transaction changes nothing in the
+// workspace; the report and `changes` list what it did, `diff` shows it, a
+// second command sees the first's changes, and `commit` makes the
+// workspace what the commands saw — as root and as an unprivileged user.
+func TestTransactionCommit(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		before := treeHash(t, e.ws)
+		r := e.run(t, strings.Join([]string{
+			"set -e",
+			"echo four >> keep",
+			"rm gone",
+			"echo new > new",
+			"mkdir -p d/e && printf 12345 > d/e/f",
+			"chmod 755 run.sh",
+			"ln -s keep link",
+		}, "\n"))
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, before, treeHash(t, e.ws), "the workspace must not change before commit")
+		rep := requireReport(t, r)
+		assert.Equal(t, e.tx, rep.Transaction)
+		p := func(n string) string { return filepath.Join(e.ws, n) }
+		want := []Change{
+			{Op: "created", Path: p("d"), Type: "dir", Mode: "0755"},
+			{Op: "created", Path: p("d/e"), Type: "dir", Mode: "0755"},
+			{Op: "created", Path: p("d/e/f"), Type: "file", Size: 5, Mode: "0644"},
+			{Op: "removed", Path: p("gone")},
+			{Op: "modified", Path: p("keep"), Type: "file", Size: 19, Mode: "0644"},
+			{Op: "created", Path: p("link"), Type: "symlink", Mode: "0777"},
+			{Op: "created", Path: p("new"), Type: "file", Size: 4, Mode: "0644"},
+			{Op: "mode", Path: p("run.sh"), Type: "file", Size: 10, Mode: "0755"},
+		}
+		assert.Equal(t, want, rep.Changes)
+
+		// The second command sees the first one's work; its listing of the
+		// workspace is what commit must produce.
+		r = e.run(t, `cat new d/e/f && test ! -e gone`)
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, "new\n12345", r.Stdout)
+		r = e.run(t, `find . -printf '%P %y %m %s\n' | sort`)
+		require.Equal(t, 0, r.Exit, r.String())
+		seen := r.Stdout
+		// Read-only in the transaction sees its changes and makes none.
+		r = id.run(t, runOpts{Flags: sandboxFlags("read-only", e.ws, "--transaction", e.tx), Argv: bash("cat new; echo x > ro"), Dir: e.ws})
+		assert.Equal(t, 1, r.Exit, r.String())
+		assert.Equal(t, "new\n", r.Stdout)
+		requireDenial(t, r, "read-only", "write", p("ro"))
+		requireAbsent(t, filepath.Join(e.tx, "upper", "ro"))
+
+		c := e.cli(t, "changes", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		var listed []Change
+		require.NoError(t, json.Unmarshal([]byte(c.Stdout), &listed), c.Stdout)
+		assert.Equal(t, want, listed)
+
+		d := e.cli(t, "diff", e.tx)
+		require.Equal(t, 0, d.Exit, d.String())
+		assert.Contains(t, d.Stdout, "--- a/keep\n+++ b/keep\n@@ -1,3 +1,4 @@\n one\n two\n three\n+four\n")
+		assert.Contains(t, d.Stdout, "--- a/gone\n+++ /dev/null\n")
+		assert.Equal(t, before, treeHash(t, e.ws), "changes and diff only read")
+
+		c = e.cli(t, "commit", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		out, err := exec.Command("sh", "-c", `cd "$1" && find . -printf '%P %y %m %s\n' | sort`, "sh", e.ws).Output()
+		require.NoError(t, err)
+		assert.Equal(t, seen, string(out), "the workspace is what the commands saw")
+		assert.Equal(t, "one\ntwo\nthree\nfour\n", readFile(t, p("keep")))
+		requireAbsent(t, p("gone"))
+
+		// Committed: no second commit, no more commands in it.
+		c = e.cli(t, "commit", e.tx)
+		assert.Equal(t, 125, c.Exit, c.String())
+		assert.Contains(t, c.Stderr, "committed")
+		r = e.run(t, "echo late > late")
+		assert.Equal(t, 125, r.Exit, r.String())
+		requireAbsent(t, p("late"))
+	})
+}
+
+// TestTransactionDiscard: `rm -rf` of a tree in a transaction, then
+// discard: the workspace is byte-identical throughout, and the
+// transaction's layers are gone.
+func TestTransactionDiscard(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		before := treeHash(t, e.ws)
+		r := e.run(t, "rm -rf src && test ! -e src && echo gone")
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, "gone\n", r.Stdout)
+		rep := requireReport(t, r)
+		assert.Equal(t, []Change{{Op: "removed", Path: filepath.Join(e.ws, "src")}}, rep.Changes)
+		assert.Equal(t, before, treeHash(t, e.ws))
+		c := e.cli(t, "discard", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		assert.Equal(t, before, treeHash(t, e.ws))
+		requireAbsent(t, filepath.Join(e.tx, "upper"))
+		requireAbsent(t, filepath.Join(e.tx, "work"))
+	})
+}
+
+// TestTransactionConflict: the workspace changed where the transaction did
+// since the transaction started: commit refuses (exit 1) and changes
+// nothing; the transaction can still be discarded.
+func TestTransactionConflict(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		r := e.run(t, "echo mine >> keep && echo new > new")
+		require.Equal(t, 0, r.Exit, r.String())
+		id.writeOwned(t, filepath.Join(e.ws, "keep"), "theirs\n", 0o644) // a concurrent edit
+		before := treeHash(t, e.ws)
+		c := e.cli(t, "commit", e.tx)
+		assert.Equal(t, 1, c.Exit, c.String())
+		assert.Contains(t, c.Stderr, filepath.Join(e.ws, "keep"))
+		assert.Equal(t, before, treeHash(t, e.ws), "a refused commit applies nothing")
+		requireAbsent(t, filepath.Join(e.ws, "new"))
+		assert.Equal(t, "theirs\n", readFile(t, filepath.Join(e.ws, "keep")))
+		c = e.cli(t, "discard", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		assert.Equal(t, before, treeHash(t, e.ws))
+	})
+}
+
+// TestTransactionGuarantees: the policy holds inside a transaction. A
+// protected path stays read-only, a write outside the roots is denied, and
+// the transaction's own directory — in /tmp, a writable root — is hidden,
+// so nothing reaches its upper layer but through the overlay.
+func TestTransactionGuarantees(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		require.NoError(t, os.MkdirAll(filepath.Join(e.ws, ".git/hooks"), 0o755))
+		require.NoError(t, exec.Command("chown", "-R", fmt.Sprintf("%d:%d", id.uid, id.gid), filepath.Join(e.ws, ".git")).Run())
+		before := treeHash(t, e.ws)
+		// The first command makes the transaction, the second tries to
+		// reach its directory.
+		r := e.run(t, "echo ok > fine")
+		require.Equal(t, 0, r.Exit, r.String())
+		r = e.run(t, strings.Join([]string{
+			"echo evil > .git/hooks/pre-commit",
+			"echo evil > $OUT/escaped",
+			"ls -A " + e.tx,
+			"echo evil > " + e.tx + "/upper/planted",
+			"mkdir -p " + e.tx + "/upper/.git/hooks && echo evil > " + e.tx + "/upper/.git/hooks/post-checkout",
+			"true",
+		}, "\n"))
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Empty(t, strings.TrimSpace(r.Stdout), "the transaction's directory looks empty inside")
+		requireDenial(t, r, "workspace-write", "write", filepath.Join(e.ws, ".git/hooks/pre-commit"))
+		requireAbsent(t, filepath.Join(e.out, "escaped"))
+		for _, p := range []string{"planted", ".git/hooks/post-checkout", ".git/hooks/pre-commit"} {
+			requireAbsent(t, filepath.Join(e.tx, "upper", p))
+		}
+		assert.Equal(t, before, treeHash(t, e.ws))
+		c := e.cli(t, "commit", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		requireAbsent(t, filepath.Join(e.ws, ".git/hooks/pre-commit"))
+		assert.Equal(t, "ok\n", readFile(t, filepath.Join(e.ws, "fine")))
+	})
+}
+
+// TestTransactionGit: `git commit` inside a transaction, then commit: the
+// repository is consistent (git fsck) and holds the commit.
+func TestTransactionGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is needed: %v", err)
+	}
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		git := func(args ...string) string {
+			t.Helper()
+			cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "safe.directory=*", "-C", e.ws}, args...)...)
+			cmd.SysProcAttr = id.sysProcAttr()
+			cmd.Env = id.env()
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "git %v: %s", args, out)
+			return string(out)
+		}
+		git("init", "-q")
+		git("add", "-A")
+		git("commit", "-q", "-m", "base")
+		r := e.run(t, "set -e; echo changed >> keep; echo n > added; git -c user.name=t -c user.email=t@t add -A; git -c user.name=t -c user.email=t@t commit -q -m 'in the transaction'; git log --oneline | wc -l")
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, "2\n", r.Stdout)
+		assert.Equal(t, "1\n", fmt.Sprint(strings.Count(git("log", "--oneline"), "\n"))+"\n", "the real repository is untouched before commit")
+		c := e.cli(t, "commit", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		git("fsck", "--strict")
+		assert.Contains(t, git("log", "--format=%s"), "in the transaction")
+		assert.Empty(t, git("status", "--porcelain"))
+	})
+}
+
+// TestTransactionHarnessKilled: the harness (the CLI) is SIGKILLed while
+// the command runs in a transaction: the workspace is untouched, and the
+// transaction directory can still be committed — with what the command
+// wrote before it died.
+func TestTransactionHarnessKilled(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		before := treeHash(t, e.ws)
+		s := id.start(t, runOpts{
+			Flags: sandboxFlags("workspace-write", e.ws, "--transaction", e.tx),
+			Argv:  bash("echo partial > partial && echo x >> keep && echo > .m && mv .m marker && sleep 600"),
+			Dir:   e.ws,
+		})
+		// The command can reach nothing outside its roots to signal through:
+		// its marker, renamed into place last, appears in the upper layer.
+		deadline := time.Now().Add(testtime.Scale(30 * time.Second))
+		for !exists(filepath.Join(e.tx, "upper", "marker")) {
+			require.True(t, time.Now().Before(deadline), "the command never wrote its marker")
+			time.Sleep(20 * time.Millisecond)
+		}
+		// While a command runs in it, the transaction cannot be committed.
+		c := e.cli(t, "commit", e.tx)
+		assert.Equal(t, 125, c.Exit, c.String())
+		assert.Contains(t, c.Stderr, "busy")
+		require.NoError(t, s.cmd.Process.Signal(syscall.SIGKILL))
+		r := s.wait(t, 0)
+		assert.Equal(t, syscall.SIGKILL, r.Signal)
+		assert.Equal(t, before, treeHash(t, e.ws))
+		// The runner's processes end with the harness, and the hold with
+		// them; until then the commit is refused, never run under them.
+		deadline = time.Now().Add(testtime.Scale(30 * time.Second))
+		for {
+			c = e.cli(t, "commit", e.tx)
+			if c.Exit != 125 || !strings.Contains(c.Stderr, "busy") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		require.Equal(t, 0, c.Exit, c.String())
+		assert.Equal(t, "partial\n", readFile(t, filepath.Join(e.ws, "partial")))
+		assert.Equal(t, "one\ntwo\nthree\nx\n", readFile(t, filepath.Join(e.ws, "keep")))
+	})
+}
+
+// TestTransactionUnavailable: without user namespaces there is no overlay:
+// the command is refused (125, one line), never run writing to the
+// workspace directly.
+func TestTransactionUnavailable(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		before := treeHash(t, e.ws)
+		r := id.run(t, runOpts{
+			Wrap:  noUserNSWrap,
+			Flags: sandboxFlags("workspace-write", e.ws, "--transaction", e.tx),
+			Argv:  bash("echo x > direct"),
+			Dir:   e.ws,
+		})
+		requireSetupRefused(t, r)
+		assert.Contains(t, r.Stderr, "transaction unavailable")
+		requireAbsent(t, filepath.Join(e.ws, "direct"))
+		assert.Equal(t, before, treeHash(t, e.ws))
+		requireAbsent(t, e.tx) // made for a command that never ran: removed again
+	})
+}
+
+// TestTransactionUsage: bad uses of a transaction are refused before
+// anything runs, each with a line naming the problem.
+func TestTransactionUsage(t *testing.T) {
+	needCLI(t)
+	id := identity{name: "self", uid: uint32(os.Geteuid()), gid: uint32(os.Getegid())}
+	e := newTxEnv(t, id)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"danger-full-access", append(sandboxFlags("danger-full-access", e.ws, "--transaction", e.tx), "--", "true"), "--transaction needs a confined mode"},
+		{"inside the workspace", append(sandboxFlags("workspace-write", e.ws, "--transaction", filepath.Join(e.ws, "tx")), "--", "true"), "inside"},
+		{"commit of nothing", []string{"commit", e.out}, "not a transaction directory"},
+		{"commit without a directory", []string{"commit"}, "takes one argument"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := id.run(t, runOpts{Flags: c.args, NoReport: true, Dir: e.ws})
+			assert.Equal(t, 125, r.Exit, r.String())
+			assert.Contains(t, r.Stderr, c.want)
+			assert.Equal(t, 1, strings.Count(r.Stderr, "\n"), r.Stderr)
+		})
+	}
+	requireAbsent(t, filepath.Join(e.ws, "tx"))
+}
