@@ -2,6 +2,8 @@
 
 package transaction
 
+import "os"
+
 // Create reports that transactions need Linux's overlayfs.
 func Create(dir, workspace string) (*Tx, error) { return nil, ErrUnsupported }
 
@@ -19,3 +21,6 @@ func (t *Tx) Commit() (CommitResult, error) { return CommitResult{}, ErrUnsuppor
 
 // Discard reports that transactions need Linux's overlayfs.
 func (t *Tx) Discard() error { return ErrUnsupported }
+
+// Hold reports that transactions need Linux's overlayfs.
+func (t *Tx) Hold() (*os.File, error) { return nil, ErrUnsupported }
