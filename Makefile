@@ -21,7 +21,8 @@
 #   make cross       go build and go vet ./... for CROSS_GOOS (darwin windows), without cgo: the
 #                    packages compile off Linux (where the sandbox returns sandbox.ErrUnsupported)
 #   make clean       remove build output
-#   make vm-deps     install what make vm-test needs (qemu-system-x86, busybox-static, kmod, cpio)
+#   make vm-deps     install what make vm-test needs (qemu-system-x86, busybox-static, kmod, cpio,
+#                    e2fsprogs)
 #   make vm-test     boot a Debian kernel in QEMU (KERNEL=6.1, Landlock ABI 2, or 6.12, ABI 6) and
 #                    run the integration tests inside (RUN=regex, GO_TEST_TIMEOUT, VM_TIMEOUT; see
 #                    integration/vm/run.sh)
@@ -404,7 +405,7 @@ demo: build
 KERNEL ?= 6.1
 
 vm-deps:
-	@$(call apt_ensure,qemu-system-x86 busybox-static kmod cpio xz-utils)
+	@$(call apt_ensure,qemu-system-x86 busybox-static kmod cpio xz-utils e2fsprogs)
 
 vm-test: deps vm-deps
 	KERNEL=$(KERNEL) GO=$(GO) bash integration/vm/run.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build-initramfs.sh KROOT OUT: the VM's initramfs (gzip'd newc cpio, ~1.5 MB) for the kernel
 # unpacked under KROOT (dpkg-deb -x, depmod -b done): busybox-static, init.sh as /init, and the
-# virtio-pci / 9p / overlay modules (decompressed) with their dependencies in load order.
+# virtio-pci / 9p / overlay / virtio-blk / ext4 modules (decompressed) with their dependencies in
+# load order.
 set -euo pipefail
 kroot=$1 out=$2
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -32,10 +33,15 @@ add() { # depth-first: dependencies before the module
   for d in $(deps_of "$m"); do add "$d"; done
   order+=("$m")
 }
-for name in virtio_pci 9pnet_virtio 9p overlay; do
+# virtio_blk, crc32c_generic (ext4's checksums, a soft dependency modules.dep does not list) and
+# ext4: the guest's /tmp disk (init.sh); optional, /tmp falls back to tmpfs without them
+for name in virtio_pci 9pnet_virtio 9p overlay virtio_blk? crc32c_generic? ext4?; do
+  optional=""
+  case "$name" in *\?) name="${name%\?}" optional=1 ;; esac
   path="$(awk -F: -v n="$name" '{ b = $1; sub(/.*\//, "", b); sub(/\.ko(\.[a-z]+)?$/, "", b); if (b == n) { print $1; exit } }' "$moddir/modules.dep")"
   if [ -z "$path" ]; then
     if grep -qE "/$name\.ko" "$moddir/modules.builtin"; then continue; fi
+    if [ -n "$optional" ]; then echo "build-initramfs: no module $name for $kver (optional)" >&2; continue; fi
     echo "build-initramfs: module $name not found for $kver" >&2; exit 1
   fi
   add "$path"

@@ -1,7 +1,8 @@
 #!/bin/busybox sh
 # PID 1 of the VM's initramfs (integration/vm/build-initramfs.sh puts it at /init): load the
 # 9p/overlay/virtio modules, mount the host root read-only over 9p under a tmpfs overlay, the
-# writable "results" share, fresh tmpfs /tmp /var/tmp /run /dev/shm, then switch_root into it
+# writable "results" share, /tmp on a fresh ext4 disk, fresh tmpfs /var/tmp /run /dev/shm, then
+# switch_root into it
 # and run /results/guest.sh (written by integration/vm/run.sh). Any failure powers the VM off.
 # shellcheck shell=sh
 /bin/busybox mkdir -p /proc /sys /dev /bin
@@ -32,9 +33,16 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 results /newroot/resul
 for d in proc sys dev; do
   mount --move "/$d" "/newroot/$d" || fail "move /$d"
 done
-for d in tmp var/tmp; do
-  mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d" || fail "tmpfs /$d"
-done
+# /tmp on the ext4 disk run.sh attaches (as on a real Debian 12 host, /tmp on disk): tmpfs keeps
+# user.* xattrs only from Linux 6.6, and a transaction's overlay (sandbox/transaction) needs them
+# in its upper layer; without the disk (or ext4), tmpfs
+if [ -b /dev/vda ] && mount -t ext4 /dev/vda /newroot/tmp; then
+  chmod 1777 /newroot/tmp
+else
+  echo "vm-init: /tmp on tmpfs (no ext4 disk)" >/dev/console
+  mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp || fail "tmpfs /tmp"
+fi
+mount -t tmpfs -o mode=1777 tmpfs /newroot/var/tmp || fail "tmpfs /var/tmp"
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail "tmpfs /run"
 mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm || fail "tmpfs /dev/shm"

@@ -14,8 +14,8 @@
 #   VM_CACHE=dir        downloads, unpacked kernels, initramfs, runs (integration/vm/.cache)
 #
 # The guest: the host's root read-only over 9p under a tmpfs overlay (so the host's Go, module
-# and build caches, /etc/passwd with dshtest, the worktree are all there), fresh tmpfs /tmp,
-# /var/tmp, /run, /dev/shm, and a writable 9p share "results" (the run directory) that receives
+# and build caches, /etc/passwd with dshtest, the worktree are all there), /tmp on a fresh ext4
+# disk, fresh tmpfs /var/tmp, /run, /dev/shm, and a writable 9p share "results" (the run directory) that receives
 # the go test output. Tests are run by a root test process (its "root" and "user" subtests, the
 # user being dshtest) with DSH_REQUIRE_LANDLOCK=1 CI=true. Exit status: 0 when go test passed,
 # 1 when it failed, 2 when the VM did not produce a result (boot failure, timeout).
@@ -39,7 +39,7 @@ command -v "$GO" >/dev/null 2>&1 || PATH=/usr/local/go/bin:$PATH
 log() { printf 'vm-test: %s\n' "$*" >&2; }
 die() { log "$*"; exit 2; }
 
-for tool in qemu-system-x86_64 dpkg-deb depmod cpio gzip apt-get apt-cache timeout; do
+for tool in qemu-system-x86_64 dpkg-deb depmod cpio gzip apt-get apt-cache timeout mkfs.ext4; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool not found (make vm-deps installs what is needed)"
 done
 mkdir -p "$VM_CACHE"
@@ -193,6 +193,10 @@ case "${VM_ACCEL:-tcg}" in
   *) die "VM_ACCEL=${VM_ACCEL}: expected tcg or kvm" ;;
 esac
 log "booting $kver ($accel, ${VM_SMP} CPUs, ${VM_MEM} MiB), limit ${VM_TIMEOUT}s; console in $run/console.txt"
+# The guest's /tmp: a fresh ext4 disk (sparse), as a real host's /tmp on disk (init.sh).
+disk="$run/tmp.ext4"
+truncate -s 16G "$disk"
+mkfs.ext4 -q -F "$disk"
 t0=$(date +%s)
 set +e
 timeout -k 10 "$VM_TIMEOUT" qemu-system-x86_64 \
@@ -201,9 +205,11 @@ timeout -k 10 "$VM_TIMEOUT" qemu-system-x86_64 \
   -append "console=ttyS0 panic=-1 quiet" \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$run,mount_tag=results,security_model=none" \
+  -drive "file=$disk,if=virtio,format=raw,cache=unsafe" \
   -nic none </dev/null 2>&1 | tee "$run/console.txt"
 qrc=${PIPESTATUS[0]}
 set -e
+rm -f "$disk"
 t1=$(date +%s)
 log "QEMU exited $qrc after $((t1 - t0)) s"
 [ "$qrc" = 124 ] && log "TIMEOUT: the VM ran longer than ${VM_TIMEOUT}s and was killed"

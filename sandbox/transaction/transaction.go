@@ -44,8 +44,10 @@ const trashPrefix = ".dsh-tx-trash-"
 // committed or discarded.
 var ErrEnded = errors.New("transaction has ended")
 
-// ErrUnsupported is returned on systems without overlayfs.
-var ErrUnsupported = errors.New("transactions are only supported on Linux")
+// ErrUnsupported is returned where a transaction cannot be kept: off
+// Linux, or a transaction directory whose filesystem lacks what the
+// overlay's upper layer needs.
+var ErrUnsupported = errors.New("transactions are not supported here")
 
 // ConflictError is returned by Commit when the workspace changed, since the
 // transaction started, at paths the transaction would write or remove.

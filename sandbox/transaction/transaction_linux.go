@@ -127,6 +127,9 @@ func Create(dir, workspace string) (tx *Tx, err error) {
 			return nil, fmt.Errorf("create transaction directory: %w", err)
 		}
 	}
+	if err := probeUserXattrs(filepath.Join(canonDir, upperName)); err != nil {
+		return nil, err
+	}
 	tx = &Tx{
 		dir:            canonDir,
 		workspace:      ws,
@@ -1146,11 +1149,55 @@ func removeOverlayXattrs(path string) error {
 		if !isOverlayXattr(name) {
 			continue
 		}
-		if err := unix.Lremovexattr(path, name); err != nil && !isNoXattr(err) {
+		err := unix.Lremovexattr(path, name)
+		if errors.Is(err, unix.EACCES) {
+			// A user.* xattr needs write permission on the file, which
+			// its owner may have taken from itself (git's objects are
+			// 0444): lend it for the removal.
+			err = withOwnerWrite(path, func() error { return unix.Lremovexattr(path, name) })
+		}
+		if err != nil && !isNoXattr(err) {
 			return fmt.Errorf("remove xattr %s of %s: %w", name, path, err)
 		}
 	}
 	return nil
+}
+
+// probeUserXattrs checks that the filesystem of dir keeps user.* xattrs:
+// the overlay marks opaque directories and copied-up files with them, and
+// without them removing a directory inside it fails (EIO). tmpfs keeps
+// them only from Linux 6.6.
+func probeUserXattrs(dir string) error {
+	const probe = "user.dsh-tx.probe"
+	err := unix.Setxattr(dir, probe, []byte("1"), 0)
+	if errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("%w: %s is on a filesystem without user extended attributes (tmpfs before Linux 6.6, for one), which the overlay's upper layer needs: put the transaction directory on another filesystem", ErrUnsupported, filepath.Dir(dir))
+	}
+	if err != nil {
+		return fmt.Errorf("transaction directory %s: user extended attributes: %w", filepath.Dir(dir), err)
+	}
+	return unix.Removexattr(dir, probe)
+}
+
+// withOwnerWrite runs f with the owner's write bit set on the regular file
+// or directory path, then puts its mode back.
+func withOwnerWrite(path string, f func() error) error {
+	st, err := lstat(path)
+	if err != nil {
+		return err
+	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFDIR {
+		return f()
+	}
+	mode := st.Mode & 0o7777
+	if err := unix.Chmod(path, mode|0o200); err != nil {
+		return err
+	}
+	ferr := f()
+	if err := unix.Chmod(path, mode); err != nil && ferr == nil {
+		return err
+	}
+	return ferr
 }
 
 // sameContent compares two regular files byte by byte.

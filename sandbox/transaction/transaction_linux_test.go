@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func relChanges(t *testing.T, tx *Tx) []string {
@@ -654,4 +656,34 @@ func sameDevice(a, b os.FileInfo) bool {
 	sa, okA := a.Sys().(*syscallStat)
 	sb, okB := b.Sys().(*syscallStat)
 	return okA && okB && sa.Dev == sb.Dev
+}
+
+// TestCreateNeedsUserXattrs: a transaction directory on a filesystem that
+// keeps no user.* xattrs (tmpfs before Linux 6.6: /dev/shm) is refused at
+// Create, with nothing left behind; where it keeps them, Create works.
+func TestCreateNeedsUserXattrs(t *testing.T) {
+	shm, err := os.MkdirTemp("/dev/shm", "dsh-tx-xattr-")
+	if err != nil {
+		t.Fatalf("/dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	keeps := unix.Setxattr(shm, "user.test", []byte("1"), 0) == nil
+	ws := t.TempDir()
+	dir := filepath.Join(shm, "tx")
+	tx, err := Create(dir, ws)
+	if keeps {
+		if err != nil {
+			t.Fatalf("Create on a filesystem with user xattrs: %v", err)
+		}
+		if names, _ := unix.Listxattr(tx.UpperDir(), make([]byte, 256)); names != 0 {
+			t.Errorf("the probe's xattr was left on %s", tx.UpperDir())
+		}
+		return
+	}
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "without user extended attributes") {
+		t.Fatalf("Create on a filesystem without user xattrs: got %v", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused Create left %s behind (%v)", dir, err)
+	}
 }
