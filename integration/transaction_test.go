@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
@@ -302,6 +303,10 @@ func TestTransactionHarnessKilled(t *testing.T) {
 		// its marker, renamed into place last, appears in the upper layer.
 		deadline := time.Now().Add(testtime.Scale(30 * time.Second))
 		for !exists(filepath.Join(e.tx, "upper", "marker")) {
+			if exitedEarly(s.cmd.Process.Pid) {
+				r := s.wait(t, 0)
+				t.Fatalf("the CLI ended before the command wrote its marker: %s", r.String())
+			}
 			require.True(t, time.Now().Before(deadline), "the command never wrote its marker")
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -374,4 +379,43 @@ func TestTransactionUsage(t *testing.T) {
 		})
 	}
 	requireAbsent(t, filepath.Join(e.ws, "tx"))
+}
+
+// TestTransactionManyFiles: an install-like run (3,000 files in 60
+// packages) in a transaction: the report lists the first 1,000 changes and
+// counts the rest, and commit makes the workspace exactly what the command
+// saw.
+func TestTransactionManyFiles(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		r := e.run(t, `set -e
+for i in $(seq 1 60); do
+  mkdir -p node_modules/pkg$i/lib
+  for j in $(seq 1 50); do echo "module.exports = $i * $j" > node_modules/pkg$i/lib/f$j.js; done
+done
+rm -rf src`)
+		require.Equal(t, 0, r.Exit, r.String())
+		rep := requireReport(t, r)
+		require.NotNil(t, rep.ChangesDropped)
+		// node_modules, 60 packages, 60 lib directories, 3,000 files and src.
+		assert.Len(t, rep.Changes, 1000)
+		assert.Equal(t, 1+60+60+3000+1-1000, *rep.ChangesDropped)
+		r = e.run(t, `find . -printf '%P %y %m %s\n' | sort`)
+		require.Equal(t, 0, r.Exit, r.String())
+		seen := r.Stdout
+		c := e.cli(t, "commit", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		assert.Contains(t, c.Stdout, "3121 applied, 1 removed")
+		out, err := exec.Command("sh", "-c", `cd "$1" && find . -printf '%P %y %m %s\n' | sort`, "sh", e.ws).Output()
+		require.NoError(t, err)
+		assert.Equal(t, seen, string(out))
+	})
+}
+
+// exitedEarly reports whether child pid has ended, without reaping it (its
+// Wait still collects it).
+func exitedEarly(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo != 0
 }

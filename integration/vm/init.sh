@@ -36,7 +36,7 @@ done
 # /tmp on the ext4 disk run.sh attaches (as on a real Debian 12 host, /tmp on disk): tmpfs keeps
 # user.* xattrs only from Linux 6.6, and a transaction's overlay (sandbox/transaction) needs them
 # in its upper layer; without the disk (or ext4), tmpfs
-if [ -b /dev/vda ] && mount -t ext4 /dev/vda /newroot/tmp; then
+if [ -b /newroot/dev/vda ] && mount -t ext4 /newroot/dev/vda /newroot/tmp; then
   chmod 1777 /newroot/tmp
 else
   echo "vm-init: /tmp on tmpfs (no ext4 disk)" >/dev/console
