@@ -58,6 +58,10 @@ func treeHash(t *testing.T, dir string) string {
 	return fmt.Sprintf("%x", sha256.Sum256([]byte(strings.Join(lines, "\n"))))
 }
 
+// listing prints every path under the working directory with its type, mode
+// and (but for a directory, whose size is its filesystem's) size, sorted.
+const listing = `find . \( -type d -printf '%P %y %m\n' \) -o -printf '%P %y %m %s\n' | sort`
+
 // txEnv is a workspace with a few files and a transaction directory (not
 // made yet) under /tmp, a writable root of workspace-write, where only the
 // mount view keeps the command out of it.
@@ -134,7 +138,7 @@ func TestTransactionCommit(t *testing.T) {
 		r = e.run(t, `cat new d/e/f && test ! -e gone`)
 		require.Equal(t, 0, r.Exit, r.String())
 		assert.Equal(t, "new\n12345", r.Stdout)
-		r = e.run(t, `find . -printf '%P %y %m %s\n' | sort`)
+		r = e.run(t, listing)
 		require.Equal(t, 0, r.Exit, r.String())
 		seen := r.Stdout
 		// Read-only in the transaction sees its changes and makes none.
@@ -158,7 +162,7 @@ func TestTransactionCommit(t *testing.T) {
 
 		c = e.cli(t, "commit", e.tx)
 		require.Equal(t, 0, c.Exit, c.String())
-		out, err := exec.Command("sh", "-c", `cd "$1" && find . -printf '%P %y %m %s\n' | sort`, "sh", e.ws).Output()
+		out, err := exec.Command("sh", "-c", `cd "$1" && `+listing, "sh", e.ws).Output()
 		require.NoError(t, err)
 		assert.Equal(t, seen, string(out), "the workspace is what the commands saw")
 		assert.Equal(t, "one\ntwo\nthree\nfour\n", readFile(t, p("keep")))
@@ -400,13 +404,13 @@ rm -rf src`)
 		// node_modules, 60 packages, 60 lib directories, 3,000 files and src.
 		assert.Len(t, rep.Changes, 1000)
 		assert.Equal(t, 1+60+60+3000+1-1000, *rep.ChangesDropped)
-		r = e.run(t, `find . -printf '%P %y %m %s\n' | sort`)
+		r = e.run(t, listing)
 		require.Equal(t, 0, r.Exit, r.String())
 		seen := r.Stdout
 		c := e.cli(t, "commit", e.tx)
 		require.Equal(t, 0, c.Exit, c.String())
 		assert.Contains(t, c.Stdout, "3121 applied, 1 removed")
-		out, err := exec.Command("sh", "-c", `cd "$1" && find . -printf '%P %y %m %s\n' | sort`, "sh", e.ws).Output()
+		out, err := exec.Command("sh", "-c", `cd "$1" && `+listing, "sh", e.ws).Output()
 		require.NoError(t, err)
 		assert.Equal(t, seen, string(out))
 	})

@@ -162,8 +162,10 @@ func TestCommitMatchesOverlayView(t *testing.T) {
 	})
 }
 
-// TestCommitAcrossFilesystems puts the upper layer on tmpfs and the
-// workspace elsewhere, so that Commit copies instead of renaming.
+// TestCommitAcrossFilesystems puts the workspace on tmpfs and the upper
+// layer elsewhere, so that Commit copies instead of renaming. (Not the
+// other way round: tmpfs keeps the overlay's user xattrs only from Linux
+// 6.6, and the workspace, the lower layer, needs none.)
 func TestCommitAcrossFilesystems(t *testing.T) {
 	var shm, tmp os.FileInfo
 	var err error
@@ -178,7 +180,7 @@ func TestCommitAcrossFilesystems(t *testing.T) {
 	}
 	for _, m := range mounters(t) {
 		t.Run(m.name, func(t *testing.T) {
-			env := newTestEnvIn(t, m, "", "/dev/shm")
+			env := newTestEnvIn(t, m, "/dev/shm", "")
 			env.writeFiles(t, scenarioFiles)
 			tx := env.create(t)
 			overlayView := env.runInOverlay(t, tx, scenarioScript)
