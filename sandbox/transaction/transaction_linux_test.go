@@ -180,7 +180,7 @@ func TestCommitAcrossFilesystems(t *testing.T) {
 	}
 	for _, m := range mounters(t) {
 		t.Run(m.name, func(t *testing.T) {
-			env := newTestEnvIn(t, m, "/dev/shm", "")
+			env := newTestEnvIn(t, m, "/dev/shm", os.TempDir())
 			env.writeFiles(t, scenarioFiles)
 			tx := env.create(t)
 			overlayView := env.runInOverlay(t, tx, scenarioScript)
