@@ -7,6 +7,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
 // A read-only sandbox refuses a write outside the policy and says so as a
@@ -73,4 +74,47 @@ func ExampleResult_changes() {
 	// created new.txt file 3
 	// renamed old.txt -> kept.txt
 	// created out dir 0
+}
+
+// A command can run in a transaction: its writes to the workspace land in
+// the transaction's directory until it is committed (or discarded).
+func ExampleCmd_transaction() {
+	ws, _ := os.MkdirTemp("", "example-ws")
+	defer os.RemoveAll(ws)
+	dir, _ := os.MkdirTemp("", "example-tx")
+	defer os.RemoveAll(dir)
+	os.WriteFile(ws+"/plan.txt", []byte("draft\n"), 0o644)
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	tx, err := transaction.Create(dir+"/tx", p.Workspace)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	cmd := &sandbox.Cmd{Policy: p, Dir: p.Workspace, Transaction: tx,
+		Args: []string{"bash", "-c", "echo final > plan.txt; rm -f plan.txt.bak; echo done > log.txt"}}
+	res, err := cmd.Run()
+	if err != nil {
+		fmt.Println("sandbox unavailable:", err)
+		return
+	}
+	for _, c := range res.Changes {
+		fmt.Println(c.Op, strings.TrimPrefix(c.Path, p.Workspace+"/"))
+	}
+	before, _ := os.ReadFile(ws + "/plan.txt")
+	fmt.Print("before commit: ", string(before))
+	if _, err := tx.Commit(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	after, _ := os.ReadFile(ws + "/plan.txt")
+	fmt.Print("after commit: ", string(after))
+	// Output:
+	// created log.txt
+	// modified plan.txt
+	// before commit: draft
+	// after commit: final
 }
