@@ -423,3 +423,22 @@ func exitedEarly(pid int) bool {
 	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 	return err == nil && info.Signo != 0
 }
+
+// TestTransactionSecrets: a secret in the workspace, hidden by the mount
+// view, stays hidden in a transaction (its mask covers the overlay's path),
+// cannot be replaced there, and is as it was after commit.
+func TestTransactionSecrets(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		secret := filepath.Join(e.ws, "secret.env")
+		id.writeOwned(t, secret, "TOKEN=hunter2\n", 0o600)
+		r := e.fsEnv.run(t, "cat secret.env; echo stolen > secret.env; rm -f secret.env; echo ok > other", "--transaction", e.tx, "--deny-read", secret)
+		assert.NotContains(t, r.Stdout+r.Stderr, "hunter2", r.String())
+		rep := requireReport(t, r)
+		assert.Equal(t, []Change{{Op: "created", Path: filepath.Join(e.ws, "other"), Type: "file", Size: 3, Mode: "0644"}}, rep.Changes)
+		c := e.cli(t, "commit", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		assert.Equal(t, "TOKEN=hunter2\n", readFile(t, secret))
+		assert.Equal(t, "ok\n", readFile(t, filepath.Join(e.ws, "other")))
+	})
+}
