@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/changes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
 // Overlayfs keeps its metadata in xattrs named <prefix>overlay.<name>:
@@ -55,10 +56,10 @@ func Create(dir, workspace string) (tx *Tx, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("transaction directory %s: %w", dir, err)
 	}
-	if isWithin(canonDir, ws) {
+	if modes.Within(canonDir, ws) {
 		return nil, fmt.Errorf("transaction directory %s is inside the workspace %s: the overlay would see its own upper layer", canonDir, ws)
 	}
-	if isWithin(ws, canonDir) {
+	if modes.Within(ws, canonDir) {
 		return nil, fmt.Errorf("workspace %s is inside the transaction directory %s", ws, canonDir)
 	}
 
@@ -1007,7 +1008,7 @@ func (t *Tx) finishJournal() error {
 			continue // a line torn by a crash: nothing was created under it
 		}
 		base := filepath.Base(path)
-		if !strings.HasPrefix(base, trashPrefix) && !strings.HasPrefix(base, tempPrefix) || !isWithin(path, t.workspace) {
+		if !strings.HasPrefix(base, trashPrefix) && !strings.HasPrefix(base, tempPrefix) || !modes.Within(path, t.workspace) {
 			return fmt.Errorf("journal %s names an unexpected path %q", journalPath, path)
 		}
 		if err := forceRemoveAll(path); err != nil {
@@ -1367,16 +1368,4 @@ func topMissingAncestor(path string) string {
 		top = p
 	}
 	return top
-}
-
-// isWithin reports whether path is root or inside it (both clean and
-// absolute).
-func isWithin(path, root string) bool {
-	if path == root {
-		return true
-	}
-	if root == "/" {
-		return true
-	}
-	return strings.HasPrefix(path, root+"/")
 }
