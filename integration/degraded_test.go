@@ -4,6 +4,7 @@ package integration
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,8 +17,12 @@ import (
 //   - "no user namespaces": inside `unshare -Ur`, max_user_namespaces is set
 //     to 0 before exec'ing dsh-sandbox-run (the limit is per user namespace);
 //   - "no Landlock": `degrade nolandlock` makes landlock_* return ENOSYS;
-//   - "user namespace only" (Ubuntu's AppArmor restriction): `degrade
-//     usernsonly` lets a user namespace be created but no other namespace and no
+//   - "Ubuntu 24.04's AppArmor restriction": `degrade apparmor` lets
+//     unshare(CLONE_NEWUSER) succeed but its uid_map be refused (EPERM), and
+//     refuses every other namespace and mount, as
+//     kernel.apparmor_restrict_unprivileged_userns does;
+//   - "user namespace only" (a nested sandbox): `degrade usernsonly` lets a
+//     user namespace be created and mapped but no other namespace and no
 //     mount;
 //   - both of the first two.
 
@@ -60,6 +65,14 @@ var (
 			needUserNS(t, id) // the mount view is the only filesystem layer left
 		},
 	}
+	degradedAppArmor = degradation{
+		name: "Ubuntu 24.04 AppArmor",
+		wrap: func() []string { return []string{degradeBin, "apparmor"} },
+		need: func(t *testing.T, id identity) {
+			needHelper(t)
+			requireLandlock(t) // the only filesystem layer left
+		},
+	}
 	degradedUserNSOnly = degradation{
 		name: "user namespace only",
 		wrap: func() []string { return []string{degradeBin, "usernsonly"} },
@@ -78,6 +91,32 @@ var (
 		},
 	}
 )
+
+// hostSimulations are the hosts DSH_IT_HOST may name.
+var hostSimulations = map[string]*degradation{
+	"nouserns":   &degradedNoUserNS,
+	"nolandlock": &degradedNoLandlock,
+	"apparmor":   &degradedAppArmor,
+	"docker":     &degradedDocker,
+	"usernsonly": &degradedUserNSOnly,
+}
+
+// simulatedHost returns the wrap of the host DSH_IT_HOST names (nil when
+// unset), which every command of the suite that names no degradation of its
+// own runs under: the whole suite then runs on that host.
+func simulatedHost(t *testing.T, id identity) []string {
+	t.Helper()
+	name := os.Getenv("DSH_IT_HOST")
+	if name == "" {
+		return nil
+	}
+	d, ok := hostSimulations[name]
+	if !ok {
+		t.Fatalf("DSH_IT_HOST=%s: not a simulated host (nouserns, nolandlock, apparmor, docker, usernsonly)", name)
+	}
+	d.need(t, id)
+	return d.wrap()
+}
 
 // prepare checks what the simulation needs and returns its wrap; a nil
 // degradation is this host as it is (Landlock required).
@@ -104,6 +143,36 @@ func TestNoLandlockHelper(t *testing.T) {
 	}
 }
 
+// TestAppArmorSimulation checks the simulation of Ubuntu 24.04's AppArmor
+// restriction: unshare -U works, unshare -Ur fails writing its uid_map with
+// EPERM (bubblewrap's "setting up uid map: Permission denied"), and so does
+// any other namespace.
+func TestAppArmorSimulation(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		degradedAppArmor.need(t, id)
+		for _, c := range []struct {
+			argv []string
+			ok   bool
+			want string
+		}{
+			{[]string{"unshare", "-U", "true"}, true, ""},
+			{[]string{"unshare", "-Ur", "true"}, false, "uid_map: Operation not permitted"},
+			{[]string{"unshare", "-Urm", "true"}, false, "Operation not permitted"},
+			{[]string{"unshare", "-n", "true"}, false, "Operation not permitted"},
+		} {
+			args := append(degradedAppArmor.wrap(), c.argv...)
+			cmd := exec.Command(args[0], args[1:]...)
+			cmd.Env = id.env()
+			cmd.Dir = "/"
+			cmd.SysProcAttr = id.sysProcAttr()
+			out, err := cmd.CombinedOutput()
+			if (err == nil) != c.ok || !strings.Contains(string(out), c.want) {
+				t.Errorf("%v under the simulation: %v %q, want ok=%v and %q", c.argv, err, out, c.ok, c.want)
+			}
+		}
+	})
+}
+
 // TestDegradedUserNSHostWithLandlock is a sanity check of the simulation: no
 // user namespace can be created under the wrapper.
 func TestDegradedSimulationBlocksUserNS(t *testing.T) {
@@ -124,7 +193,7 @@ func TestDegradedSimulationBlocksUserNS(t *testing.T) {
 // modes still run, still deny writes outside the roots and the network, and
 // the probe and report say partial.
 func TestDegradedStillConfined(t *testing.T) {
-	for _, d := range []degradation{degradedNoUserNS, degradedNoLandlock, degradedUserNSOnly} {
+	for _, d := range []degradation{degradedNoUserNS, degradedNoLandlock, degradedAppArmor, degradedUserNSOnly} {
 		t.Run(d.name, func(t *testing.T) {
 			forEachIdentity(t, func(t *testing.T, id identity) {
 				d.need(t, id)
@@ -159,6 +228,9 @@ func TestDegradedStillConfined(t *testing.T) {
 						}
 						if d.name == "no user namespaces" && contains(rep.Enforcement.Layers, "user-namespace") {
 							t.Errorf("report claims a user namespace on a host without: %v", rep.Enforcement.Layers)
+						}
+						if d.name == "Ubuntu 24.04 AppArmor" && (contains(rep.Enforcement.Layers, "user-namespace") || !contains(rep.Enforcement.Layers, "landlock")) {
+							t.Errorf("report layers = %v, want landlock and no user namespace", rep.Enforcement.Layers)
 						}
 						if d.name == "user namespace only" && (contains(rep.Enforcement.Layers, "mount-view") || !contains(rep.Enforcement.Layers, "landlock")) {
 							t.Errorf("report layers = %v, want landlock and no mount-view", rep.Enforcement.Layers)

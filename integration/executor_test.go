@@ -109,6 +109,9 @@ func (id identity) startHarnessWrapped(t *testing.T, wrap []string, spec harness
 		t.Fatal(err)
 	}
 	defer stdinR.Close()
+	if wrap == nil {
+		wrap = simulatedHost(t, id)
+	}
 	argv := append(append(append([]string{}, wrap...), harnessBin), "-spec-fd", "3")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = id.env(env...)

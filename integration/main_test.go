@@ -19,6 +19,10 @@
 //	DSH_IT_BIN             a directory with prebuilt dsh-sandbox-run, degrade, harness,
 //	                       toolrepl and rawcmd binaries (make vm-test) instead of building them
 //	DSH_TEST_TIME_SCALE    multiply the tests' deadlines (make vm-test sets it under TCG)
+//	DSH_IT_HOST            run every command of the suite on a simulated host:
+//	                       nouserns, nolandlock, apparmor (Ubuntu 24.04), docker
+//	                       (Docker's default seccomp profile) or usernsonly (a
+//	                       nested sandbox); see degraded_test.go and make test-hosts
 //	CI=true                a missing test user is a failure, not a skip
 package integration
 
@@ -460,6 +464,9 @@ type started struct {
 func (id identity) start(t *testing.T, o runOpts) *started {
 	t.Helper()
 	needCLI(t)
+	if o.Wrap == nil {
+		o.Wrap = simulatedHost(t, id)
+	}
 	tmp := id.mkdirOwned(t, "/tmp", "dsh-it-run-")
 	s := &started{}
 	args := append([]string{}, o.Wrap...)

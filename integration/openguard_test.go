@@ -287,8 +287,10 @@ python3 -c 'import os; os.close(os.open("d", os.O_WRONLY | os.O_TRUNC))'`),
 
 // TestMountViewKeepsTruncateAndOpenat2: with the mount view nothing of the
 // above applies (read-only, nodev mounts back Landlock): truncate(2),
-// O_RDONLY|O_TRUNC and access-mode-3 opens work inside the workspace, and
-// openat2 works — on ABI 2 too.
+// O_RDONLY|O_TRUNC and access-mode-3 opens work inside the workspace — on
+// ABI 2 too. openat2 answers ENOSYS with a mount view as well (its mode lies
+// in memory, where a set-ID bit could not be seen race-free: setid_test.go),
+// without a fact, and the caller's fallback to openat reads the file.
 func TestMountViewKeepsTruncateAndOpenat2(t *testing.T) {
 	full := degradation{name: "full host", wrap: func() []string { return nil }, need: func(t *testing.T, id identity) { requireLandlock(t) }}
 	for _, d := range []degradation{full, withABI2(full)} {
@@ -310,7 +312,8 @@ os.close(os.open("i", 3))
 libc = ctypes.CDLL(None, use_errno=True)
 how = (ctypes.c_uint64 * 3)(os.O_RDONLY, 0, 0)
 fd = libc.syscall(ctypes.c_long(437), ctypes.c_long(-100), ctypes.c_char_p(b"o"), how, ctypes.c_size_t(24))
-assert fd >= 0, os.strerror(ctypes.get_errno())
+assert fd < 0 and ctypes.get_errno() == 38, "openat2: %d %s" % (fd, os.strerror(ctypes.get_errno()))
+fd = os.open("o", os.O_RDONLY)
 print(os.read(fd, 100).decode(), end="")
 `},
 					Dir: ws,
@@ -328,7 +331,7 @@ print(os.read(fd, 100).decode(), end="")
 				requireContent(t, filepath.Join(ws, "r"), "")
 				requireContent(t, filepath.Join(ws, "i"), existingContent)
 				if r.Stdout != existingContent {
-					t.Errorf("openat2 read %q, want %q", r.Stdout, existingContent)
+					t.Errorf("the fallback read %q, want %q", r.Stdout, existingContent)
 				}
 			})
 		})

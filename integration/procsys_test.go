@@ -120,8 +120,10 @@ func TestProbeMissingExact(t *testing.T) {
 					// (signal-isolation holds below ABI 6 too: the
 					// supervisor judges signals there; no "truncate" below
 					// ABI 3 either: the supervisor refuses truncation
-					// without a mount view, openguard_test.go.)
-					want = []string{"protected-paths", "metadata-writes", "process-visibility", "ipc-isolation", "secret-masks-mount"}
+					// without a mount view, openguard_test.go; nor
+					// "metadata-writes": the supervisor performs them,
+					// metadata_test.go.)
+					want = []string{"protected-paths", "process-visibility", "ipc-isolation", "secret-masks-mount"}
 				}
 				if h.d == &degradedNoLandlock {
 					want = append(want, "secret-masks-landlock") // the mount view alone hides the secrets
@@ -171,18 +173,14 @@ func procEntryMode(t *testing.T, path string) string {
 
 // TestProcEntryModesUnchanged: root in the sandbox (CapEff 0, but the owner
 // of every /proc entry) cannot chmod a global /proc entry, which would change
-// it on the host too. Without a mount view this is part of the reported
-// metadata-writes gap (Landlock does not cover chmod), so only the
-// configurations with one are checked.
+// it on the host too: the mount view binds them read-only; without one the
+// supervisor, which performs every metadata change there, refuses it.
 func TestProcEntryModesUnchanged(t *testing.T) {
 	const entry = "/proc/kmsg"
 	if !exists(entry) {
 		t.Skip("no " + entry)
 	}
 	forEachHost(t, func(t *testing.T, h hostConfig, id identity) {
-		if !h.mountView() {
-			t.Skip("no mount view: metadata-writes is reported missing")
-		}
 		before := procEntryMode(t, entry)
 		t.Cleanup(func() {
 			if procEntryMode(t, entry) != before {

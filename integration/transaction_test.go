@@ -63,8 +63,8 @@ func treeHash(t *testing.T, dir string) string {
 const listing = `find . \( -type d -printf '%P %y %m\n' \) -o -printf '%P %y %m %s\n' | sort`
 
 // txEnv is a workspace with a few files and a transaction directory (not
-// made yet) under /tmp, a writable root of workspace-write, where only the
-// mount view keeps the command out of it.
+// made yet) outside every writable root (a transaction directory in one is
+// refused: transaction_hardening_test.go).
 type txEnv struct {
 	fsEnv
 	tx string
@@ -77,7 +77,7 @@ func newTxEnv(t *testing.T, id identity) txEnv {
 	// its rights come from the Landlock rule the runner adds on the
 	// overlay, which a workspace in /tmp would not need.
 	e.ws = id.mkdirOwned(t, "/var/tmp", "dsh-it-ws-")
-	e.tx = filepath.Join(id.mkdirOwned(t, "/tmp", "dsh-it-tx-"), "tx")
+	e.tx = filepath.Join(id.mkdirOwned(t, "/var/tmp", "dsh-it-tx-"), "tx")
 	require.NoError(t, os.MkdirAll(filepath.Join(e.ws, "src"), 0o755))
 	require.NoError(t, os.Lchown(filepath.Join(e.ws, "src"), int(id.uid), int(id.gid)))
 	for name, content := range map[string]string{"keep": "one\ntwo\nthree\n", "gone": "x\n", "src/a.go": "package a\n", "src/b.go": "package b\n", "run.sh": "#!/bin/sh\n"} {
@@ -223,8 +223,8 @@ func TestTransactionConflict(t *testing.T) {
 
 // TestTransactionGuarantees: the policy holds inside a transaction. A
 // protected path stays read-only, a write outside the roots is denied, and
-// the transaction's own directory — in /tmp, a writable root — is hidden,
-// so nothing reaches its upper layer but through the overlay.
+// the transaction's own directory is hidden, so nothing reaches its upper
+// layer but through the overlay.
 func TestTransactionGuarantees(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
@@ -292,8 +292,9 @@ func TestTransactionGit(t *testing.T) {
 
 // TestTransactionHarnessKilled: the harness (the CLI) is SIGKILLed while
 // the command runs in a transaction: the workspace is untouched, and the
-// transaction directory can still be committed — with what the command
-// wrote before it died.
+// transaction cannot be committed — what the command wrote was never
+// sealed (nor audited), so it is refused (exit 1, saying why) — but can be
+// discarded.
 func TestTransactionHarnessKilled(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
@@ -332,9 +333,12 @@ func TestTransactionHarnessKilled(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		assert.Equal(t, 1, c.Exit, c.String())
+		assert.Contains(t, c.Stderr, "did not end under its supervisor")
+		assert.Equal(t, before, treeHash(t, e.ws))
+		c = e.cli(t, "discard", e.tx)
 		require.Equal(t, 0, c.Exit, c.String())
-		assert.Equal(t, "partial\n", readFile(t, filepath.Join(e.ws, "partial")))
-		assert.Equal(t, "one\ntwo\nthree\nx\n", readFile(t, filepath.Join(e.ws, "keep")))
+		assert.Equal(t, before, treeHash(t, e.ws))
 	})
 }
 

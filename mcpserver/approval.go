@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/printable"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
 )
 
@@ -58,13 +58,13 @@ const maxDenialLines = 5
 func approvalMessage(r tool.ApprovalRequest) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Allow this command to run once in %s mode (now %s)?\n\n", r.Requested, r.Current)
-	fmt.Fprintf(&b, "Command: %s\n", visible(r.Command))
+	fmt.Fprintf(&b, "Command: %s\n", printable.Text(r.Command))
 	if r.Description != "" {
-		fmt.Fprintf(&b, "About: %s\n", visible(r.Description))
+		fmt.Fprintf(&b, "About: %s\n", printable.Text(r.Description))
 	}
-	fmt.Fprintf(&b, "Workdir: %s\n", visible(r.Workdir))
+	fmt.Fprintf(&b, "Workdir: %s\n", printable.Text(r.Workdir))
 	fmt.Fprintf(&b, "Mode: %s -> %s\n", r.Current, r.Requested)
-	fmt.Fprintf(&b, "Justification: %s\n", visible(r.Justification))
+	fmt.Fprintf(&b, "Justification: %s\n", printable.Text(r.Justification))
 	for i, d := range r.Denials {
 		if i == maxDenialLines {
 			fmt.Fprintf(&b, "... and %d more denials\n", len(r.Denials)-i)
@@ -73,24 +73,5 @@ func approvalMessage(r tool.ApprovalRequest) string {
 		fmt.Fprintf(&b, "Last run: %s\n", d.Line(r.Current))
 	}
 	b.WriteString("\nAccept runs only this call in the wider mode; decline refuses it.")
-	return b.String()
-}
-
-// visible escapes what could hide part of a text from the user in the
-// client's prompt: control characters but newline and tab (terminal escape
-// sequences, carriage returns), and the Unicode bidirectional controls that
-// reorder what is displayed.
-func visible(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case unicode.IsControl(r), r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x200e, r == 0x200f, r == 0x061c:
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
 	return b.String()
 }

@@ -12,7 +12,11 @@ import (
 // (stateful: one MCP session per Mcp-Session-Id). Every request must carry
 // "Authorization: Bearer <token>": any process that can reach the address
 // could otherwise drive the tools, and answer its own escalation
-// elicitations — a sandboxed command given the network among them. Requests
+// elicitations — a sandboxed command given the network among them. So keep
+// the token where no sandboxed command can read it: not in a log file of the
+// user's (confined commands read everything but the secrets); under
+// ~/.local/state/dsh-sandbox (modes.HomeStateDir, one of modes.HomeSecrets)
+// for instance, where dsh-sandbox-mcp writes a generated one. Requests
 // with a Host that is not loopback while arriving on a loopback address are
 // refused too (the SDK's DNS-rebinding protection).
 func (s *Server) HTTPHandler(token string) (http.Handler, error) {

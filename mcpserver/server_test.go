@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/printable"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testhost"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
@@ -312,10 +313,11 @@ func TestEscalation(t *testing.T) {
 func TestApprovalMessageEscapes(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"rm -rf /tmp/x\necho done\tok", "rm -rf /tmp/x\necho done\tok"},
-		{"echo safe\r\x1b[2Krm -rf ~", `echo safe\u000d\u001b[2Krm -rf ~`},
+		{"echo safe\r\x1b[2Krm -rf ~", `echo safe\r\x1b[2Krm -rf ~`},
 		{"echo \u202egnp.exe", `echo \u202egnp.exe`},
+		{"echo \u009b2J", `echo \u009b2J`},
 	} {
-		assert.Equal(t, tc.want, visible(tc.in))
+		assert.Equal(t, tc.want, printable.Text(tc.in))
 	}
 }
 

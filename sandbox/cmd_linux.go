@@ -24,6 +24,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/limits"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/supervisor"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
 // cmdState is what a started Cmd keeps (Linux).
@@ -39,8 +40,8 @@ type cmdState struct {
 	changes        []Change         // settled once the command's processes are gone
 	changesDropped int
 	// txHold holds Transaction (see transaction.Tx.Hold); the runner's
-	// processes inherit it, past the fds of ExtraFiles.
-	txHold  *os.File
+	// processes inherit its files, past the fds of ExtraFiles.
+	txHold  *transaction.Hold
 	audits  []*audit.Audit // the git control and protected entries at the start
 	group   *limits.Group  // the command's cgroup (resource limits), or nil
 	usage   *Usage
@@ -298,7 +299,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		if c.prep.ruleset != nil {
 			rights = unix.UnixRights(int(c.prep.ruleset.Fd()))
 		}
-		if err := runner.SendBytes(ctrl, c.prep.bpf, rights); err != nil {
+		if err := runner.SendBytes(ctrl, c.prep.programs(), rights); err != nil {
 			return abort(fmt.Sprintf("control socket: %v", err))
 		}
 	}
@@ -312,8 +313,8 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			}
 			return abort(fmt.Sprintf("control socket: %v", err))
 		}
-		if fd >= 0 {
-			unix.Close(fd) // the runner never passes descriptors
+		if fd >= 0 && m.Kind != runner.MsgListener {
+			unix.Close(fd) // the runner passes no other descriptor
 		}
 		switch m.Kind {
 		case runner.MsgInit:
@@ -322,26 +323,20 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		case runner.MsgKeeper:
 			tree.SetKeeper(m.Pid, false)
 		case runner.MsgListener:
-			// The listener's copy is held by the process that names it:
-			// the keeper (its pid given), or the namespace's init.
-			from := confined
-			if m.Pid > 0 {
-				from = m.Pid
-			}
-			lfd, err := takeFD(from, m.FD)
-			if err != nil {
-				if re := resourceError("take the seccomp listener", err); re != nil {
-					cleanup()
-					return re
-				}
-				return abort(fmt.Sprintf("cannot take the seccomp listener from the runner: %v", err))
+			// The listener comes attached (SCM_RIGHTS), sent by a thread
+			// of the command's process that the filter does not hold: no
+			// pidfd_getfd, which some hosts (Docker's default seccomp
+			// profile) refuse.
+			lfd := fd
+			if lfd < 0 {
+				return abort("the runner sent no seccomp listener")
 			}
 			if link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", lfd)); link != "anon_inode:seccomp notify" {
 				unix.Close(lfd)
-				return abort(fmt.Sprintf("the runner's fd %d is not a seccomp listener (%q)", m.FD, link))
+				return abort(fmt.Sprintf("the runner's descriptor is not a seccomp listener (%q)", link))
 			}
 			guard := supervisor.OpenGuardFor(m.MountView == 1, c.prep.abi)
-			if n, err = supervisor.NewNotifier(lfd, c.prep.filter, c.Policy, denials, changed, proc.Pid, c.prep.ruleset, guard); err != nil {
+			if n, err = supervisor.NewNotifier(lfd, c.prep.filterFor(m.MountView == 1), c.Policy, denials, changed, proc.Pid, c.prep.ruleset, guard); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {
 					cleanup()
 					return re
@@ -510,7 +505,11 @@ func (c *Cmd) monitor() {
 	if c.Transaction != nil {
 		// After the audit: what it reverted is no change.
 		c.transactionChanges()
-		c.txHold.Close()
+		// Sealed as the command left it: the next command, a diff or a
+		// commit refuses anything else.
+		if err := c.txHold.Release(); err != nil {
+			c.enf.Reasons = append(c.enf.Reasons, "transaction: "+err.Error())
+		}
 	}
 	c.tree.Close()
 }
@@ -523,7 +522,7 @@ func (c *Cmd) monitor() {
 func (c *Cmd) runnerFiles(ctrl *os.File) []*os.File {
 	files := append([]*os.File{ctrl}, c.ExtraFiles...)
 	if c.txHold != nil {
-		files = append(files, c.txHold)
+		files = append(files, c.txHold.Files()...)
 	}
 	return files
 }

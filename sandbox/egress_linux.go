@@ -172,16 +172,29 @@ func (e *EgressProxy) newSession(al *modes.Allowlist, mode modes.Mode, log *fact
 		Policy:  al,
 		Mode:    mode.String() + " mode",
 		Resolve: pinned(al.Resolve),
+		// One quota for all the command's listeners and connections.
+		Quota: egress.NewQuota(egress.DefaultMaxConns),
 		OnDeny: func(d egress.Denial) {
-			if d.Proto == egress.ProtoDNS {
+			switch {
+			case d.OverLimit:
+				log.Add(facts.Denial{Op: facts.OpLimit, Address: limitProxyConns, Syscall: SyscallProxy, Errno: "EAGAIN", Reason: d.Reason})
+			case d.Proto == egress.ProtoDNS:
 				log.Add(facts.Denial{Op: OpResolve, Address: d.Host, Syscall: SyscallDNS, Errno: "NXDOMAIN", Reason: d.Reason})
-				return
+			default:
+				log.Add(facts.Denial{Op: "connect", Address: d.Address(), Syscall: SyscallProxy, Errno: "EACCES", Reason: d.Reason})
 			}
-			log.Add(facts.Denial{Op: "connect", Address: d.Address(), Syscall: SyscallProxy, Errno: "EACCES", Reason: d.Reason})
 		},
 	}
 	return s, nil
 }
+
+// limitProxyConns names the egress proxy's connection limit in a limit
+// fact: {"op": "limit", "address": "proxy-connections", "syscall":
+// "proxy", "errno": "EAGAIN"}, one fact counting every connection the
+// proxy refused because the command held egress.DefaultMaxConns already
+// (it is a resource limit the command hit, not a destination the
+// allowlist refused: the client's 503 or SOCKS5 reply names that).
+const limitProxyConns = "proxy-connections"
 
 // pinned resolves the names of pins from them, and others with the host's
 // resolver (nil: no pins).

@@ -43,8 +43,11 @@ const (
 	// writable roots are guarded only by the supervisor's (raceable)
 	// pre-denial; what it changed there is undone by the post-run audit.
 	MissingProtectedPaths = "protected-paths"
-	// No mount view: Landlock does not cover chmod, chown, utimes and xattr
-	// changes on files outside the writable roots.
+	// No mount view and no supervisor performing them: Landlock does not
+	// cover chmod, chown, utimes, xattr and inode-flag changes on files
+	// outside the writable roots. (With user notification the supervisor
+	// performs every such change without a mount view, on the files the
+	// policy lets the command change: see sandbox/internal/supervisor.)
 	MissingMetadataWrites = "metadata-writes"
 	// No Landlock, and no mount view with a fresh /proc: device nodes other
 	// than the sinks can be opened (a read-only mount does not stop writes
@@ -166,6 +169,7 @@ type layers struct {
 	landlockABI int
 	seccomp     bool
 	notify      bool
+	metadata    bool // the supervisor performs the metadata changes (seccomp.Spec.Metadata)
 	carved      bool // Landlock leaves every protected path out of the writable roots
 	secrets     bool // the policy has deny-read paths
 }
@@ -198,7 +202,7 @@ func assess(m modes.Mode, l layers) Enforcement {
 	}
 	pidIsolated := l.ns.PID && l.freshProc
 	miss(!l.mountView && !(l.landlockABI > 0 && l.carved) && m == modes.WorkspaceWrite, MissingProtectedPaths)
-	miss(!l.mountView, MissingMetadataWrites)
+	miss(!l.mountView && !l.metadata, MissingMetadataWrites)
 	miss(l.landlockABI == 0 && !(l.mountView && pidIsolated), MissingDeviceWrites)
 	miss(!pidIsolated, MissingProcessVisibility)
 	miss(!pidIsolated && l.landlockABI < 6 && !l.notify, MissingSignalIsolation)

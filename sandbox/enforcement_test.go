@@ -18,14 +18,18 @@ func TestAssess(t *testing.T) {
 		missing []string
 	}{
 		{"everything", modes.WorkspaceWrite, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true, notify: true}, LevelFull, []string{}},
-		{"no user namespaces", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true, notify: true}, LevelPartial,
-			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation}},
-		{"no user namespaces, read-only", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true}, LevelPartial,
+		// The supervisor performs the metadata changes without a mount view.
+		{"no user namespaces", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true, notify: true, metadata: true}, LevelPartial,
+			[]string{MissingProtectedPaths, MissingProcessVisibility, MissingIPCIsolation}},
+		{"no user namespaces, read-only", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true, metadata: true}, LevelPartial,
+			[]string{MissingProcessVisibility, MissingIPCIsolation}},
+		// A filter that does not route them (a mount view was expected).
+		{"no mount view, metadata not routed", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true}, LevelPartial,
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation}},
 		// Truncation is refused by the filter (the supervisor without a
 		// mount view, the kernel without notify): nothing missing for it.
-		{"no user namespaces, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, notify: true}, LevelPartial,
-			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation}},
+		{"no user namespaces, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, notify: true, metadata: true}, LevelPartial,
+			[]string{MissingProtectedPaths, MissingProcessVisibility, MissingIPCIsolation}},
 		{"docker, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, carved: true}, LevelPartial,
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingDenialFacts}},
 		{"no landlock", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, seccomp: true, notify: true}, LevelFull,
@@ -46,8 +50,8 @@ func TestAssess(t *testing.T) {
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingDenialFacts}},
 		{"secrets, everything", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true, notify: true, secrets: true}, LevelFull,
 			[]string{}},
-		{"secrets, no mount view", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true, secrets: true}, LevelPartial,
-			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation, MissingSecretMasksMount}},
+		{"secrets, no mount view", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true, metadata: true, secrets: true}, LevelPartial,
+			[]string{MissingProcessVisibility, MissingIPCIsolation, MissingSecretMasksMount}},
 		{"secrets, no landlock", modes.WorkspaceWrite, layers{ns: allNS, mountView: true, freshProc: true, seccomp: true, notify: true, secrets: true}, LevelPartial,
 			[]string{MissingSecretMasksLandlock}},
 		{"danger", modes.DangerFullAccess, layers{secrets: true}, LevelNone, []string{}},

@@ -81,7 +81,9 @@ func ExampleResult_changes() {
 func ExampleCmd_transaction() {
 	ws, _ := os.MkdirTemp("", "example-ws")
 	defer os.RemoveAll(ws)
-	dir, _ := os.MkdirTemp("", "example-tx")
+	// The transaction's directory lies outside every writable root of the
+	// command (not in /tmp): a command there could change what is committed.
+	dir, _ := os.MkdirTemp("/var/tmp", "example-tx")
 	defer os.RemoveAll(dir)
 	os.WriteFile(ws+"/plan.txt", []byte("draft\n"), 0o644)
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})

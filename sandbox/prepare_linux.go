@@ -29,9 +29,18 @@ type preparation struct {
 	abi         int
 	landlockErr string
 	ruleset     *os.File
-	bpf         []byte
-	filter      seccomp.Spec // what bpf was built from
-	notify      bool
+	// bpf is the seccomp program, and filter what it was built from (the
+	// notifier reads the same). It leaves metadata changes (chmod, chown,
+	// utimes, xattrs) to the mount view's read-only mounts; noView, when
+	// set, is the program a runner that ends up without a mount view loads
+	// instead, which routes them to the supervisor (filterNoView): the
+	// runner gets both and picks, and says which in its listener message.
+	// Unset where the command runs only with a mount view anyway
+	// (needView, no Landlock), and without user notification (nothing
+	// could route them).
+	bpf, noView          []byte
+	filter, filterNoView seccomp.Spec
+	notify               bool
 	// carved: the ruleset leaves every protected path that exists out of
 	// every write right (landlock.Options.CarveProtected).
 	carved bool
@@ -56,6 +65,8 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 		if err := transactionFits(p, tx); err != nil {
 			return nil, err
 		}
+		// The runner mounts the layers as the hold's descriptors (their
+		// numbers are known in spec).
 		prep.overlay = &mountplan.Overlay{Root: p.Workspace, Upper: tx.UpperDir(), Work: tx.WorkDir(), Dir: tx.Dir()}
 	}
 	if !p.Mode.Confines() {
@@ -73,12 +84,6 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 		return nil, errors.New("a network allowlist needs seccomp user notification with pidfd_getfd (Linux 5.9 or later), which this host does not offer")
 	}
 	abi, abiErr := effectiveABI(maxABI)
-	prep.filter = filterSpec(p, prep.notify, abi, abiErr == nil)
-	bpf, err := seccomp.Program(prep.filter)
-	if err != nil {
-		return nil, err
-	}
-	prep.bpf = bpf
 	if abiErr != nil {
 		prep.landlockErr = abiErr.Error()
 	} else {
@@ -114,7 +119,44 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 		// write to the workspace itself.
 		prep.needView = transactionUnavailable + ": the workspace overlay needs a mount view (user and mount namespaces, overlayfs in a user namespace: Linux 5.11)"
 	}
+	// Metadata changes: Landlock does not cover them, the mount view does.
+	// A runner that gets no mount view loads the second program, whose
+	// supervisor performs them (seccomp.Spec.Metadata), at the cost of a
+	// notification each; with a view that cost is not paid.
+	prep.filter = filterSpec(p, prep.notify, abi, abiErr == nil, false)
+	bpf, err := seccomp.Program(prep.filter)
+	if err != nil {
+		prep.close()
+		return nil, err
+	}
+	prep.bpf = bpf
+	if prep.notify && abiErr == nil && prep.needView == "" {
+		prep.filterNoView = filterSpec(p, prep.notify, abi, true, true)
+		if prep.noView, err = seccomp.Program(prep.filterNoView); err != nil {
+			prep.close()
+			return nil, err
+		}
+	}
 	return prep, nil
+}
+
+// filterFor returns the filter a runner loaded: the one without metadata
+// routing when it has a mount view, else the routing one (when there is
+// one).
+func (prep *preparation) filterFor(mountView bool) seccomp.Spec {
+	if mountView || prep.noView == nil {
+		return prep.filter
+	}
+	return prep.filterNoView
+}
+
+// programs returns the seccomp programs the runner receives, the second
+// (when any) after the first: its length is the spec's "bpf2".
+func (prep *preparation) programs() []byte {
+	if prep.noView == nil {
+		return prep.bpf
+	}
+	return append(append([]byte(nil), prep.bpf...), prep.noView...)
 }
 
 // transactionFits checks that a command under p can run in tx: a confined
@@ -131,6 +173,14 @@ func transactionFits(p modes.Policy, tx *transaction.Tx) error {
 		// (Its audit would read that root, not the upper layer.)
 		return fmt.Errorf("a transaction covers the workspace only, and the writable root %s holds it", roots[0])
 	}
+	for _, r := range p.WritableRoots {
+		if modes.Within(tx.Dir(), r) {
+			// The command (or any other with that root) could rewrite
+			// the upper layer there; the seal would notice, but only
+			// after the command planted what the next one would use.
+			return fmt.Errorf("transaction directory %s lies in the writable root %s, where a confined command could change it: put it outside every writable root (for example under ~/%s)", tx.Dir(), r, modes.HomeStateDir)
+		}
+	}
 	return nil
 }
 
@@ -143,8 +193,10 @@ func transactionFits(p modes.Policy, tx *transaction.Tx) error {
 // the cost is that truncate(2) (ABI < 3), ioctl-only opens and openat2 are
 // refused even though the mount view would have made them safe. Without
 // Landlock a confined command runs only with the mount view: nothing to add.
-func filterSpec(p modes.Policy, notify bool, abi int, landlockOK bool) seccomp.Spec {
-	s := seccomp.Spec{Network: p.Network, Notify: notify, Inet: p.Allowlist != nil && notify && !p.Network}
+// metadata routes every metadata change to the supervisor
+// (seccomp.Spec.Metadata), for a runner that may get no mount view.
+func filterSpec(p modes.Policy, notify bool, abi int, landlockOK, metadata bool) seccomp.Spec {
+	s := seccomp.Spec{Network: p.Network, Notify: notify, Inet: p.Allowlist != nil && notify && !p.Network, Metadata: notify && metadata}
 	if !notify && landlockOK {
 		s.DenyIoctlOpen = true
 		s.DenyTruncate = abi < 3
@@ -202,6 +254,9 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 		{"llselftest", b(mountplan.RootOf(p.WritableRoots, "/proc") == "")},
 		{"notify", b(prep.notify)},
 		{"needview", prep.needView},
+		// The size of the program for a runner without a mount view,
+		// sent after the other (0: none).
+		{"bpf2", strconv.Itoa(len(prep.noView))},
 		{"why", prep.landlockErr},
 		{"path", path},
 		{"extra", strconv.Itoa(extra)},
@@ -219,7 +274,18 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 		if prep.ruleset != nil {
 			ll = landlock.MountAccessOf(prep.abi)
 		}
-		if plan, err = mountplan.Plan(p, ll, prep.masks, prep.overlay); err != nil {
+		ov := prep.overlay
+		if ov != nil {
+			// The runner mounts the layers the supervisor opened and
+			// checked (transaction.Hold), never what their paths name
+			// by then: its fds 3 (control), 4.. (extra), then the hold's
+			// directory, upper layer and work directory.
+			hold := 4 + extra
+			withFDs := *ov
+			withFDs.UpperFD, withFDs.WorkFD = hold+1, hold+2
+			ov = &withFDs
+		}
+		if plan, err = mountplan.Plan(p, ll, prep.masks, ov); err != nil {
 			return nil, err
 		}
 	}
@@ -233,6 +299,7 @@ func (c *Cmd) assess(m runner.Msg) Enforcement {
 		l = layers{
 			ns:        rl.Namespaces,
 			mountView: rl.MountView, freshProc: rl.FreshProc, seccomp: rl.Seccomp, notify: rl.Notify,
+			metadata: rl.Notify && c.prep.filterFor(rl.MountView).Metadata,
 		}
 		if rl.Landlock {
 			l.landlockABI = c.prep.abi

@@ -3,9 +3,11 @@
 package sandbox
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
@@ -21,23 +23,63 @@ func TestFilterSpec(t *testing.T) {
 		notify     bool
 		abi        int
 		landlockOK bool
+		metadata   bool // no mount view expected
 		want       seccomp.Spec
 	}{
-		{"notify, old landlock", false, true, 2, true, seccomp.Spec{Notify: true, Signals: true}}, // signals judged below ABI 6
-		{"notify, network", true, true, 7, true, seccomp.Spec{Network: true, Notify: true}},
-		{"no notify, abi 7", false, false, 7, true, seccomp.Spec{DenyIoctlOpen: true}},
-		{"no notify, abi 3", true, false, 3, true, seccomp.Spec{Network: true, DenyIoctlOpen: true}},
-		{"no notify, abi 2", false, false, 2, true, seccomp.Spec{DenyIoctlOpen: true, DenyTruncate: true}},
-		{"no notify, abi 1", false, false, 1, true, seccomp.Spec{DenyIoctlOpen: true, DenyTruncate: true}},
+		{"notify, old landlock", false, true, 2, true, false, seccomp.Spec{Notify: true, Signals: true}}, // signals judged below ABI 6
+		{"notify, network", true, true, 7, true, false, seccomp.Spec{Network: true, Notify: true}},
+		{"notify, no view expected", false, true, 7, true, true, seccomp.Spec{Notify: true, Metadata: true}},
+		{"notify, no view expected, old landlock", true, true, 5, true, true, seccomp.Spec{Network: true, Notify: true, Signals: true, Metadata: true}},
+		{"no notify, abi 7", false, false, 7, true, false, seccomp.Spec{DenyIoctlOpen: true}},
+		{"no notify, abi 3", true, false, 3, true, false, seccomp.Spec{Network: true, DenyIoctlOpen: true}},
+		{"no notify, abi 2", false, false, 2, true, false, seccomp.Spec{DenyIoctlOpen: true, DenyTruncate: true}},
+		{"no notify, abi 1", false, false, 1, true, false, seccomp.Spec{DenyIoctlOpen: true, DenyTruncate: true}},
+		// Nothing routes metadata changes without user notification.
+		{"no notify, no view expected", false, false, 7, true, true, seccomp.Spec{DenyIoctlOpen: true}},
 		// Without Landlock only a mount view confines: nothing to add.
-		{"no notify, no landlock", false, false, 0, false, seccomp.Spec{}},
+		{"no notify, no landlock", false, false, 0, false, false, seccomp.Spec{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := modes.Policy{Mode: modes.ReadOnly, Network: tc.network}
-			s := filterSpec(p, tc.notify, tc.abi, tc.landlockOK)
+			s := filterSpec(p, tc.notify, tc.abi, tc.landlockOK, tc.metadata)
 			assert.Equal(t, tc.want, s)
 			_, err := seccomp.Program(s)
 			assert.NoError(t, err)
 		})
 	}
+}
+
+// TestMetadataFilterChoice: a confined preparation with user notification
+// hands the runner two programs, the one for a runner without a mount view
+// (which routes metadata changes to the supervisor) after the other, and
+// names its size in the spec; the notifier gets the filter the runner says
+// it loaded. Without notification, or when the command runs only with a
+// mount view, there is one program.
+func TestMetadataFilterChoice(t *testing.T) {
+	ws := t.TempDir()
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	require.NoError(t, err)
+	prep, err := prepare(p, 0, nil, nil)
+	require.NoError(t, err)
+	defer prep.close()
+	if !prep.notify {
+		t.Skip("no seccomp user notification here")
+	}
+	require.NotNil(t, prep.noView)
+	assert.False(t, prep.filterFor(true).Metadata)
+	assert.True(t, prep.filterFor(false).Metadata)
+	want, err := seccomp.Program(prep.filterFor(false))
+	require.NoError(t, err)
+	assert.Equal(t, want, prep.noView)
+	assert.Equal(t, append(append([]byte(nil), prep.bpf...), prep.noView...), prep.programs())
+	spec, err := prep.spec(true, "", 0, 0, "", "")
+	require.NoError(t, err)
+	assert.Contains(t, string(spec), fmt.Sprintf("bpf2\x00%d\x00", len(prep.noView)))
+
+	prep.noView = nil // as without notification
+	assert.False(t, prep.filterFor(false).Metadata)
+	assert.Equal(t, prep.bpf, prep.programs())
+	spec, err = prep.spec(true, "", 0, 0, "", "")
+	require.NoError(t, err)
+	assert.Contains(t, string(spec), "bpf2\x000\x00")
 }

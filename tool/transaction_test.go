@@ -22,7 +22,11 @@ func TestTransactionOption(t *testing.T) {
 	e, ws := newExecutor(t, modes.WorkspaceWrite)
 	ws, err := filepath.EvalSymlinks(ws)
 	require.NoError(t, err)
-	tx, err := transaction.Create(filepath.Join(t.TempDir(), "tx"), ws)
+	// Outside every writable root of the session's commands (not in /tmp).
+	txBase, err := os.MkdirTemp("/var/tmp", "dsh-tool-tx-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(txBase) })
+	tx, err := transaction.Create(filepath.Join(txBase, "tx"), ws)
 	require.NoError(t, err)
 	ap := &countingApprover{outcome: AllowedOnce}
 	b := newBash(t, Options{Executor: e, Approver: ap, Transaction: func(c call.Context) *transaction.Tx {

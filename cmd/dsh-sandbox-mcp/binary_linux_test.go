@@ -503,3 +503,92 @@ func TestHTTPServer(t *testing.T) {
 		assert.Equal(t, 0, cmd.ProcessState.ExitCode())
 	})
 }
+
+// TestHTTPGeneratedTokenHidden: without DSH_MCP_TOKEN and with stderr a log
+// file (as MCP clients keep them), the generated token never reaches the
+// log: it is in ~/.local/state/dsh-sandbox/mcp-PORT.token, mode 0600, whose
+// path the log gives. A confined command that reads the log and the file
+// learns nothing of it, and the token works for the client.
+func TestHTTPGeneratedTokenHidden(t *testing.T) {
+	testhost.RequireConfined(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.dir(t, "", "dsh-mcp-ws-")
+		home := id.outside(t)
+		logFile := filepath.Join(id.outside(t), "server.log")
+		log, err := os.Create(logFile)
+		require.NoError(t, err)
+		defer log.Close()
+		if id.switchTo {
+			require.NoError(t, log.Chown(id.uid, id.gid))
+		}
+		cmd := id.command(t, ws, "--http", "127.0.0.1:0")
+		cmd.Env = []string{"PATH=" + testPATH, "HOME=" + home, "LANG=C", "LC_ALL=C"}
+		cmd.Stderr = log
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+		})
+		var url, tokenFile string
+		deadline := time.Now().Add(testtime.Scale(30 * time.Second))
+		for url == "" {
+			b, _ := os.ReadFile(logFile)
+			for _, line := range strings.Split(string(b), "\n") {
+				if u, ok := strings.CutPrefix(line, name+": serving MCP at "); ok {
+					url = u
+				}
+				if _, rest, ok := strings.Cut(line, "the generated token is in "); ok {
+					tokenFile, _, _ = strings.Cut(rest, " ")
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the server did not start; its log: %s", b)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.Equal(t, filepath.Join(home, ".local/state/dsh-sandbox"), filepath.Dir(tokenFile), "log: %s", readLog(logFile))
+		b, err := os.ReadFile(tokenFile)
+		require.NoError(t, err)
+		token := strings.TrimSpace(string(b))
+		require.GreaterOrEqual(t, len(token), 16)
+		assert.NotContains(t, readLog(logFile), token, "the log holds the token")
+		fi, err := os.Stat(tokenFile)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+		cl := mcp.NewClient(&mcp.Implementation{Name: "go-http-client", Version: "1"}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(30*time.Second))
+		defer cancel()
+		cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer{token}}}, nil)
+		require.NoError(t, err)
+		script := fmt.Sprintf(`cat %[1]s; cat %[2]s; echo "read $?"; ls -A %[3]s; cat %[3]s/* 2>&1; echo end`, logFile, tokenFile, filepath.Dir(tokenFile))
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": script, "description": "Look for the token"}})
+		require.NoError(t, err)
+		require.NotEmpty(t, res.Content)
+		out := res.Content[0].(*mcp.TextContent).Text
+		assert.Contains(t, out, "serving MCP at", "the log is readable")
+		assert.Contains(t, out, "end")
+		assert.NotContains(t, out, "read 0", "the token file was read")
+		assert.NotContains(t, out, token, "a confined command read the token")
+		cs.Close()
+
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(testtime.Scale(30 * time.Second)):
+			t.Fatal("the HTTP server did not exit on SIGTERM")
+		}
+		assert.Equal(t, 0, cmd.ProcessState.ExitCode(), "log: %s", readLog(logFile))
+		_, err = os.Stat(tokenFile)
+		assert.ErrorIs(t, err, os.ErrNotExist, "the token file is removed at the end")
+	})
+}
+
+func readLog(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}

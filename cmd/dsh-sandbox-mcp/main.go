@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -56,7 +57,9 @@ Serves the sandboxed bash tool and the background task tools (bash,
 task_output, task_list, task_kill) to an MCP client: over stdio by default,
 over streamable HTTP at http://ADDR/mcp with --http ADDR (every request
 then needs "Authorization: Bearer $` + tokenEnv + `"; without that variable a
-token is generated and printed on stderr).
+token is generated: printed on stderr when stderr is a terminal, else
+written to ~/` + modes.HomeStateDir + `/mcp-PORT.token, mode 0600,
+which no confined command can read, and only that path is printed).
 
 Options:
 `
@@ -163,7 +166,9 @@ func run(argv []string, getenv func(string) string, stdin io.Reader, stdout, std
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	if o.http != "" {
-		err = serveHTTP(ctx, srv, o.http, getenv(tokenEnv), stderr)
+		b := tokenSource{token: getenv(tokenEnv), home: getenv("HOME"), tmpdir: getenv("TMPDIR"),
+			workspace: srv.Executor().Workspace(), allowWrite: cfg.WritableRoots}
+		err = serveHTTP(ctx, srv, o.http, b, stderr)
 	} else {
 		err = srv.MCP().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
 	}
@@ -183,12 +188,37 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
+// tokenSource is where the HTTP bearer token comes from: token ($DSH_MCP_TOKEN)
+// when set, else a generated one, shown on stderr when it is a terminal and
+// otherwise written to a file in home.
+type tokenSource struct {
+	token string // $DSH_MCP_TOKEN
+	home  string // $HOME
+	// The writable roots of the commands besides /tmp and /dev/shm: the
+	// executor's workspace, --allow-write, $TMPDIR.
+	workspace  string
+	allowWrite []string
+	tmpdir     string
+}
+
 // serveHTTP serves the streamable HTTP transport at http://addr/mcp until
 // ctx ends.
-func serveHTTP(ctx context.Context, srv *mcpserver.Server, addr, token string, stderr io.Writer) error {
+func serveHTTP(ctx context.Context, srv *mcpserver.Server, addr string, b tokenSource, stderr io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	token := b.token
 	if token == "" {
 		token = rand.Text()
-		fmt.Fprintf(stderr, "%s: %s is not set; requests need \"Authorization: Bearer %s\"\n", name, tokenEnv, token)
+		file, err := showToken(token, ln.Addr().(*net.TCPAddr).Port, b, stderr)
+		if err != nil {
+			return err
+		}
+		if file != "" {
+			defer os.Remove(file)
+		}
 	}
 	h, err := srv.HTTPHandler(token)
 	if err != nil {
@@ -196,10 +226,6 @@ func serveHTTP(ctx context.Context, srv *mcpserver.Server, addr, token string, s
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(stderr, "%s: serving MCP at http://%s/mcp\n", name, ln.Addr())
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
@@ -213,6 +239,93 @@ func serveHTTP(ctx context.Context, srv *mcpserver.Server, addr, token string, s
 	defer cancel()
 	_ = hs.Shutdown(sctx) // streams still open are cut when srv closes
 	return nil
+}
+
+// showToken makes a generated token known to the user, and to no confined
+// command: stderr may be a log file a command can read (a client's log of
+// its servers), so the token goes on stderr only when it is a terminal;
+// otherwise into ~/.local/state/dsh-sandbox/mcp-PORT.token (mode 0600, in
+// a 0700 directory that modes.HomeSecrets hides from every confined
+// command, outside every writable root of the executor's commands), and
+// stderr gets its path. It returns the file written, or "".
+func showToken(token string, port int, b tokenSource, stderr io.Writer) (string, error) {
+	if isTerminal(stderr) {
+		fmt.Fprintf(stderr, "%s: %s is not set; requests need \"Authorization: Bearer %s\"\n", name, tokenEnv, token)
+		return "", nil
+	}
+	if !filepath.IsAbs(b.home) {
+		return "", fmt.Errorf("%s is not set and stderr is not a terminal: cannot write the generated token to ~/%s ($HOME is not an absolute path)", tokenEnv, modes.HomeStateDir)
+	}
+	dir := filepath.Join(b.home, modes.HomeStateDir)
+	if err := outsideRoots(dir, b); err != nil {
+		return "", fmt.Errorf("%s is not set and stderr is not a terminal: %w; set %s", tokenEnv, err, tokenEnv)
+	}
+	file := filepath.Join(dir, fmt.Sprintf("mcp-%d.token", port))
+	if err := writeSecret(file, token+"\n"); err != nil {
+		return "", fmt.Errorf("%s is not set and stderr is not a terminal: cannot write the generated token: %w", tokenEnv, err)
+	}
+	fmt.Fprintf(stderr, "%s: %s is not set; the generated token is in %s (mode 0600, unreadable in the sandbox); requests need \"Authorization: Bearer <its contents>\"\n", name, tokenEnv, file)
+	return file, nil
+}
+
+// outsideRoots fails when dir lies in a writable root of the executor's
+// commands under workspace-write (its workspace, /tmp, /dev/shm, $TMPDIR,
+// --allow-write): a command could replace the token file there, and only
+// a mount view could hide it.
+func outsideRoots(dir string, b tokenSource) error {
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: b.workspace, AllowWrite: b.allowWrite,
+		TempDir: b.tmpdir, AllowBroadWorkspace: true, Homes: []string{b.home}})
+	if err != nil {
+		return err
+	}
+	c := dir
+	if r, err := filepath.EvalSymlinks(b.home); err == nil {
+		c = filepath.Join(r, modes.HomeStateDir)
+	}
+	for _, r := range p.WritableRoots {
+		if modes.Within(c, r) {
+			return fmt.Errorf("~/%s lies in the writable root %s", modes.HomeStateDir, r)
+		}
+	}
+	return nil
+}
+
+// writeSecret writes data to path, mode 0600, in a directory of the
+// effective user's that only they can use (made 0700 when missing): through
+// a temporary file renamed over path, so a symlink planted at path is
+// replaced, never followed.
+func writeSecret(path, data string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	// Only the owner may chmod: this also fails on a directory of
+	// someone else's.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".mcp-token-*") // 0600
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 func version() string {

@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -99,4 +103,91 @@ func TestRunUsage(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
 		}
 	}
+}
+
+// TestShowToken: a generated token goes on stderr only when stderr is a
+// terminal; otherwise into a 0600 file in a 0700 ~/.local/state/dsh-sandbox,
+// which every confined command has hidden, and stderr (a log a command may
+// read) gets only its path. A symlink planted at the file is replaced,
+// never followed; a home inside a writable root of the commands is refused.
+func TestShowToken(t *testing.T) {
+	const token = "generated-token-0123456789abcdef"
+	outside := func(t *testing.T) string { // not under /tmp: a writable root
+		d, err := os.MkdirTemp("/var/tmp", "dsh-mcp-home-")
+		require.NoError(t, err)
+		t.Cleanup(func() { os.RemoveAll(d) })
+		d, err = filepath.EvalSymlinks(d)
+		require.NoError(t, err)
+		return d
+	}
+	ws := t.TempDir()
+
+	t.Run("not a terminal", func(t *testing.T) {
+		home := outside(t)
+		var stderr bytes.Buffer
+		file, err := showToken(token, 8765, tokenSource{home: home, workspace: ws}, &stderr)
+		require.NoError(t, err)
+		assert.NotContains(t, stderr.String(), token, "the token must not reach stderr")
+		want := filepath.Join(home, ".local/state/dsh-sandbox/mcp-8765.token")
+		assert.Equal(t, want, file)
+		assert.Contains(t, stderr.String(), "the generated token is in "+want)
+		assert.Equal(t, 1, strings.Count(stderr.String(), "\n"))
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		assert.Equal(t, token+"\n", string(b))
+		fi, err := os.Stat(file)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+		di, err := os.Stat(filepath.Dir(file))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o700), di.Mode().Perm())
+		p, err := modes.Derive(modes.Options{Mode: modes.ReadOnly, Workspace: ws, Homes: []string{home}})
+		require.NoError(t, err)
+		assert.True(t, p.Masks(file), "a confined command cannot read %s", file)
+	})
+	t.Run("a symlink at the file is replaced", func(t *testing.T) {
+		home := outside(t)
+		dir := filepath.Join(home, modes.HomeStateDir)
+		require.NoError(t, os.MkdirAll(dir, 0o755))
+		victim := filepath.Join(home, "victim")
+		require.NoError(t, os.WriteFile(victim, []byte("keep\n"), 0o644))
+		require.NoError(t, os.Symlink(victim, filepath.Join(dir, "mcp-1.token")))
+		file, err := showToken(token, 1, tokenSource{home: home, workspace: ws}, io.Discard)
+		require.NoError(t, err)
+		b, _ := os.ReadFile(victim)
+		assert.Equal(t, "keep\n", string(b))
+		fi, err := os.Lstat(file)
+		require.NoError(t, err)
+		assert.True(t, fi.Mode().IsRegular())
+		di, err := os.Stat(dir)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o700), di.Mode().Perm(), "the directory is made private")
+	})
+	t.Run("terminal", func(t *testing.T) {
+		home := outside(t)
+		tty, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			t.Skipf("no pty: %v", err)
+		}
+		defer tty.Close()
+		require.True(t, isTerminal(tty))
+		file, err := showToken(token, 2, tokenSource{home: home, workspace: ws}, tty)
+		require.NoError(t, err)
+		assert.Empty(t, file)
+		_, err = os.Stat(filepath.Join(home, modes.HomeStateDir))
+		assert.ErrorIs(t, err, os.ErrNotExist, "no file when the terminal shows it")
+	})
+	t.Run("home in a writable root", func(t *testing.T) {
+		var stderr bytes.Buffer
+		home := t.TempDir() // under /tmp
+		_, err := showToken(token, 3, tokenSource{home: home, workspace: ws}, &stderr)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "lies in the writable root")
+		assert.Contains(t, err.Error(), "set "+tokenEnv)
+		assert.NotContains(t, stderr.String()+err.Error(), token)
+	})
+	t.Run("no home", func(t *testing.T) {
+		_, err := showToken(token, 4, tokenSource{workspace: ws}, io.Discard)
+		assert.ErrorContains(t, err, "$HOME is not an absolute path")
+	})
 }

@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/printable"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
-// exitConflict is commit's status when the workspace changed where the
-// transaction did: nothing was applied.
-const exitConflict = 1
+// exitRefused is a subcommand's status when it refused on what it found:
+// commit's when the workspace changed where the transaction did, and every
+// subcommand's when the transaction was changed outside its commands.
+// Nothing was applied.
+const exitRefused = 1
 
 // transactionCommands are the subcommands on a transaction's directory.
 var transactionCommands = []string{"commit", "discard", "diff", "changes"}
@@ -37,45 +40,73 @@ func transactionCommand(argv []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%s: %v", argv[1], err)
 	}
+	refuse := func(err error) int {
+		what := argv[0]
+		if what == "commit" {
+			what = "commit refused, nothing applied"
+		}
+		if errors.Is(err, transaction.ErrTampered) {
+			fmt.Fprintf(stderr, "%s: %s: %s (remove %s to drop it)\n", name, what, printable.Name(err.Error()), printable.Name(dir))
+		} else {
+			fmt.Fprintf(stderr, "%s: %s: %s\n", name, what, printable.Name(err.Error()))
+		}
+		return exitRefused
+	}
 	tx, err := transaction.Open(dir)
+	if errors.Is(err, transaction.ErrTampered) {
+		return refuse(err)
+	}
 	if err != nil {
-		return fail("%v", err)
+		return fail("%s", printable.Name(err.Error()))
 	}
 	switch argv[0] {
 	case "commit":
 		res, err := tx.Commit()
 		var ce *transaction.ConflictError
-		if errors.As(err, &ce) {
-			fmt.Fprintf(stderr, "%s: commit refused, nothing applied: %v\n", name, err)
-			return exitConflict
+		if errors.As(err, &ce) || errors.Is(err, transaction.ErrTampered) {
+			return refuse(err)
 		}
 		if err != nil {
-			return fail("commit: %v", err)
+			return fail("commit: %s", printable.Name(err.Error()))
 		}
-		fmt.Fprintf(stdout, "committed %s to %s: %d applied, %d removed\n", dir, tx.Workspace(), res.Applied, res.Removed)
+		fmt.Fprintf(stdout, "committed %s to %s: %d applied, %d removed\n", printable.Name(dir), printable.Name(tx.Workspace()), res.Applied, res.Removed)
 		for _, s := range res.Skipped {
-			fmt.Fprintf(stderr, "%s: not applied (no such file type can be made here): %s\n", name, s)
+			fmt.Fprintf(stderr, "%s: not applied (no such file type can be made here): %s\n", name, printable.Name(s))
+		}
+		for _, s := range res.Stripped {
+			fmt.Fprintf(stderr, "%s: applied without its set-user-ID, set-group-ID or capability bits: %s\n", name, printable.Name(s))
 		}
 	case "discard":
 		if err := tx.Discard(); err != nil {
-			return fail("discard: %v", err)
+			return fail("discard: %s", printable.Name(err.Error()))
 		}
-		fmt.Fprintf(stdout, "discarded %s (%s untouched)\n", dir, tx.Workspace())
+		fmt.Fprintf(stdout, "discarded %s (%s untouched)\n", printable.Name(dir), printable.Name(tx.Workspace()))
 	case "diff":
 		if err := tx.Diff(stdout, transaction.DiffOptions{}); err != nil {
-			return fail("diff: %v", err)
+			if errors.Is(err, transaction.ErrTampered) {
+				return refuse(err)
+			}
+			return fail("diff: %s", printable.Name(err.Error()))
 		}
 	case "changes":
 		cs, err := tx.Changes()
+		if errors.Is(err, transaction.ErrTampered) {
+			return refuse(err)
+		}
 		if err != nil {
-			return fail("changes: %v", err)
+			return fail("changes: %s", printable.Name(err.Error()))
 		}
 		if cs == nil {
 			cs = []transaction.Change{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(cs); err != nil {
+		out, err := json.MarshalIndent(cs, "", "  ")
+		if err != nil {
+			return fail("changes: %v", err)
+		}
+		// JSON escapes C0 controls; the C1 controls and the bidirectional
+		// ones it leaves raw are escaped too, so that the listing cannot
+		// drive a terminal.
+		if _, err := stdout.Write(append(printable.JSON(out), '\n')); err != nil {
 			return fail("changes: %v", err)
 		}
 	}

@@ -1,7 +1,7 @@
 #!/bin/busybox sh
 # PID 1 of the VM's initramfs (integration/vm/build-initramfs.sh puts it at /init): load the
 # 9p/overlay/virtio modules, mount the host root read-only over 9p under a tmpfs overlay, the
-# writable "results" share, /tmp on a fresh ext4 disk, fresh tmpfs /var/tmp /run /dev/shm, then
+# writable "results" share, /tmp and /var/tmp on fresh ext4 disks, fresh tmpfs /run /dev/shm, then
 # switch_root into it
 # and run /results/guest.sh (written by integration/vm/run.sh). Any failure powers the VM off.
 # shellcheck shell=sh
@@ -42,7 +42,14 @@ else
   echo "vm-init: /tmp on tmpfs (no ext4 disk)" >/dev/console
   mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp || fail "tmpfs /tmp"
 fi
-mount -t tmpfs -o mode=1777 tmpfs /newroot/var/tmp || fail "tmpfs /var/tmp"
+# /var/tmp on the second disk: the tests' transaction directories live there (outside /tmp, a
+# writable root, on a filesystem with user.* xattrs)
+if [ -b /newroot/dev/vdb ] && mount -t ext4 /newroot/dev/vdb /newroot/var/tmp; then
+  chmod 1777 /newroot/var/tmp
+else
+  echo "vm-init: /var/tmp on tmpfs (no second ext4 disk)" >/dev/console
+  mount -t tmpfs -o mode=1777 tmpfs /newroot/var/tmp || fail "tmpfs /var/tmp"
+fi
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail "tmpfs /run"
 mkdir -p /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm || fail "tmpfs /dev/shm"

@@ -15,7 +15,7 @@
 #
 # The guest: the host's root read-only over 9p under a tmpfs overlay (so the host's Go, module
 # and build caches, /etc/passwd with dshtest, the worktree are all there), /tmp on a fresh ext4
-# disk, fresh tmpfs /var/tmp, /run, /dev/shm, and a writable 9p share "results" (the run directory) that receives
+# disk, /var/tmp on another, fresh tmpfs /run, /dev/shm, and a writable 9p share "results" (the run directory) that receives
 # the go test output. Tests are run by a root test process (its "root" and "user" subtests, the
 # user being dshtest) with DSH_REQUIRE_LANDLOCK=1 CI=true. Exit status: 0 when go test passed,
 # 1 when it failed, 2 when the VM did not produce a result (boot failure, timeout).
@@ -193,10 +193,14 @@ case "${VM_ACCEL:-tcg}" in
   *) die "VM_ACCEL=${VM_ACCEL}: expected tcg or kvm" ;;
 esac
 log "booting $kver ($accel, ${VM_SMP} CPUs, ${VM_MEM} MiB), limit ${VM_TIMEOUT}s; console in $run/console.txt"
-# The guest's /tmp: a fresh ext4 disk (sparse), as a real host's /tmp on disk (init.sh).
-disk="$run/tmp.ext4"
-truncate -s 16G "$disk"
-mkfs.ext4 -q -F "$disk"
+# The guest's /tmp and /var/tmp: fresh ext4 disks (sparse), as a real host's on disk (init.sh).
+# Two filesystems, not one: a transaction's directory must lie outside every writable root, /tmp
+# among them, and on a filesystem that keeps user.* xattrs (tmpfs does only from Linux 6.6).
+disk="$run/tmp.ext4" vardisk="$run/var-tmp.ext4"
+for d in "$disk" "$vardisk"; do
+  truncate -s 16G "$d"
+  mkfs.ext4 -q -F "$d"
+done
 t0=$(date +%s)
 set +e
 timeout -k 10 "$VM_TIMEOUT" qemu-system-x86_64 \
@@ -206,10 +210,11 @@ timeout -k 10 "$VM_TIMEOUT" qemu-system-x86_64 \
   -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$run,mount_tag=results,security_model=none" \
   -drive "file=$disk,if=virtio,format=raw,cache=unsafe" \
+  -drive "file=$vardisk,if=virtio,format=raw,cache=unsafe" \
   -nic none </dev/null 2>&1 | tee "$run/console.txt"
 qrc=${PIPESTATUS[0]}
 set -e
-rm -f "$disk"
+rm -f "$disk" "$vardisk"
 t1=$(date +%s)
 log "QEMU exited $qrc after $((t1 - t0)) s"
 [ "$qrc" = 124 ] && log "TIMEOUT: the VM ran longer than ${VM_TIMEOUT}s and was killed"

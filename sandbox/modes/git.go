@@ -10,10 +10,11 @@ import (
 const MaxGitConfig = 64 << 10
 
 // safeGitKeys are the repository config keys `git init`, `git clone` of a
-// local repository, `git branch` and `git remote` write, none of which makes
-// git execute or follow anything: "section.key" or "section.*.key" (any
-// subsection). Everything else — core.hooksPath, core.fsmonitor,
-// core.sshCommand, core.pager, core.editor, core.worktree, include.*,
+// local repository, `git branch`, `git remote` and `git submodule add` write,
+// none of which makes git execute or follow anything: "section.key" or
+// "section.*.key" (any subsection). Everything else — core.hooksPath,
+// core.fsmonitor, core.sshCommand, core.pager, core.editor, core.worktree
+// (but see GitConfigSafeWith), include.*,
 // includeIf.*, alias.*, filter.*, diff.*, merge.*, credential.*, gpg.*,
 // remote.*.uploadpack, ... — is not.
 var safeGitKeys = map[string]bool{
@@ -26,6 +27,7 @@ var safeGitKeys = map[string]bool{
 	"remote.*.tagopt": true, "remote.*.mirror": true, "remote.*.prune": true,
 	"branch.*.remote": true, "branch.*.merge": true, "branch.*.rebase": true, "branch.*.pushremote": true,
 	"pull.rebase": true, "pull.ff": true,
+	"submodule.*.url": true, "submodule.*.active": true,
 }
 
 // GitConfigSafe reports whether b is a git config file every line of which
@@ -33,7 +35,14 @@ var safeGitKeys = map[string]bool{
 // allowlist. It is deliberately stricter than git's parser: a continuation
 // line, an old-style "[section.sub]" header, a quoted key or anything it does
 // not understand makes the whole file unsafe.
-func GitConfigSafe(b []byte) bool {
+func GitConfigSafe(b []byte) bool { return GitConfigSafeWith(b, nil) }
+
+// GitConfigSafeWith is GitConfigSafe that also accepts core.worktree — what
+// `git submodule` writes in a submodule's git directory — when worktree
+// accepts its value, a plain path (without a quote, an escape or a comment
+// character, which the parser here does not read). A nil worktree accepts
+// none.
+func GitConfigSafeWith(b []byte, worktree func(path string) bool) bool {
 	if len(b) > MaxGitConfig || bytes.IndexByte(b, 0) >= 0 {
 		return false
 	}
@@ -70,7 +79,7 @@ func GitConfigSafe(b []byte) bool {
 		if section == "" {
 			return false
 		}
-		key, _, _ := strings.Cut(line, "=")
+		key, value, _ := strings.Cut(line, "=")
 		key = strings.TrimSpace(key)
 		if !validGitName(key, true) {
 			return false
@@ -78,6 +87,13 @@ func GitConfigSafe(b []byte) bool {
 		full := section + "." + strings.ToLower(key)
 		if sub {
 			full = section + ".*." + strings.ToLower(key)
+		}
+		if full == "core.worktree" {
+			value = strings.TrimSpace(value)
+			if worktree == nil || value == "" || strings.ContainsAny(value, "\"#;\\") || !worktree(value) {
+				return false
+			}
+			continue
 		}
 		if !safeGitKeys[full] {
 			return false

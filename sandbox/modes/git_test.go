@@ -41,3 +41,30 @@ func TestGitHookInert(t *testing.T) {
 		t.Error("GitHookInert")
 	}
 }
+
+// TestGitConfigSafeWith: what `git submodule add` writes — submodule.*.url
+// and .active in the superproject, core.worktree in the submodule's git
+// directory — is safe, core.worktree only where the caller accepts it.
+func TestGitConfigSafeWith(t *testing.T) {
+	super := "[core]\n\tbare = false\n[submodule \"lib\"]\n\turl = /work/lib\n\tactive = true\n"
+	sub := "[core]\n\tbare = false\n\tworktree = ../../../lib\n"
+	within := func(p string) bool { return p == "../../../lib" }
+	for _, c := range []struct {
+		config   string
+		worktree func(string) bool
+		want     bool
+	}{
+		{super, nil, true},
+		{sub, within, true},
+		{sub, nil, false},
+		{"[core]\n\tworktree = /home\n", within, false},
+		{"[core]\n\tworktree = \"../../../lib\"\n", within, false},
+		{"[core]\n\tworktree = ../../../lib # x\n", within, false},
+		{"[core]\n\tworktree\n", func(string) bool { return true }, false},
+		{"[submodule \"lib\"]\n\tupdate = !touch /tmp/p\n", within, false},
+	} {
+		if got := GitConfigSafeWith([]byte(c.config), c.worktree); got != c.want {
+			t.Errorf("GitConfigSafeWith(%q) = %v, want %v", c.config, got, c.want)
+		}
+	}
+}

@@ -10,24 +10,56 @@ import (
 
 // HomeSecrets returns the entries of a home directory that the confined
 // modes leave unreadable by default: credentials, keys, tokens, password
-// stores, keyrings, browser profiles and shell or REPL histories.
+// stores, keyrings, browser profiles and shell or REPL histories. Where a
+// tool keeps its credentials in a file of their own beside its everyday
+// configuration (git's XDG credential store beside ~/.config/git/config),
+// only that file is listed, so the tool keeps working without them.
 func HomeSecrets() []string {
 	return []string{
+		// keys, cloud and cluster credentials
 		".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".kube", ".docker/config.json",
-		".netrc", ".git-credentials", ".npmrc", ".pypirc", ".cargo/credentials", ".cargo/credentials.toml",
-		".config/gh", ".password-store", ".local/share/keyrings",
+		".config/containers/auth.json", ".vault-token", ".terraform.d/credentials.tfrc.json",
+		// tokens of tools
+		".netrc", ".git-credentials", ".config/git/credentials", ".npmrc", ".pypirc",
+		".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
+		".composer/auth.json", ".config/composer/auth.json", ".config/gh", ".config/glab-cli",
+		// coding agents' own credentials, and dsh-sandbox's (HomeStateDir)
+		".claude/.credentials.json", ".codex/auth.json", ".gemini/oauth_creds.json",
+		HomeStateDir,
+		// database clients' passwords
+		".pgpass", ".my.cnf", ".mylogin.cnf",
+		// password stores, keyrings
+		".password-store", ".local/share/keyrings",
+		// browser profiles
 		".mozilla", ".config/google-chrome", ".config/chromium",
+		// shell and REPL histories
 		".bash_history", ".zsh_history", ".python_history", ".node_repl_history", ".psql_history",
-		".mysql_history", ".lesshst", ".local/share/fish/fish_history",
+		".mysql_history", ".rediscli_history", ".lesshst", ".local/share/fish/fish_history",
 	}
 }
 
+// HomeStateDir is the entry of a home where dsh-sandbox keeps its own
+// secrets — the key that seals transactions, dsh-sandbox-mcp's generated
+// HTTP bearer tokens — and transaction directories: one of HomeSecrets, so
+// no confined command of any dsh-sandbox reads it.
+const HomeStateDir = ".local/state/dsh-sandbox"
+
 // RootSecrets returns the files outside the homes that are unreadable by
 // default when the caller is root (others cannot read them anyway): the
-// shadow password files and the SSH host private keys (/etc/ssh/*_key, as
-// they exist when the policy is derived).
+// shadow password files and the backups of them (shadow-utils' /etc/shadow-
+// and /etc/gshadow-, Debian's daily /var/backups/*.bak), pam_pwhistory's
+// old password hashes, the private-key directories of the TLS setups
+// (Debian's /etc/ssl/private, Fedora's /etc/pki/tls/private), the host's
+// Kerberos keytab, NetworkManager's connection secrets and the SSH host
+// private keys (/etc/ssh/*_key, as they exist when the policy is derived).
+// The first two are /etc/shadow and /etc/gshadow.
 func RootSecrets() []string {
-	out := []string{"/etc/shadow", "/etc/gshadow"}
+	out := []string{
+		"/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
+		"/var/backups/shadow.bak", "/var/backups/gshadow.bak", "/etc/security/opasswd",
+		"/etc/ssl/private", "/etc/pki/tls/private", "/etc/krb5.keytab",
+		"/etc/NetworkManager/system-connections",
+	}
 	keys, _ := filepath.Glob("/etc/ssh/*_key") // the pattern is valid
 	return append(out, keys...)
 }
@@ -49,6 +81,11 @@ func denyReadSet(homes []string, root bool, deny, allow []string) ([]string, err
 		for _, rel := range HomeSecrets() {
 			set = append(set, canonicalMaybeMissing(filepath.Join(h, rel)))
 		}
+	}
+	// dsh-sandbox's own state where $XDG_STATE_HOME moves it (the
+	// transaction key goes there: sandbox/transaction.KeyFile).
+	if s := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(s) {
+		set = append(set, canonicalMaybeMissing(filepath.Join(s, filepath.Base(HomeStateDir))))
 	}
 	if root {
 		for _, p := range RootSecrets() {

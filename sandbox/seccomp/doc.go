@@ -22,6 +22,10 @@
 //     Landlock and the mount view remain the enforcement. The socket calls
 //     are never continued: the supervisor performs them (see package
 //     sandbox), because a continued call could be raced.
+//   - Metadata rules route changes of mode, owner, times, xattrs and inode
+//     flags ([KindMeta]): chmod by path always (for the change facts), the
+//     rest only with [Spec].Metadata, for a command that may get no mount
+//     view; the supervisor then performs them, never continues them.
 //
 // Integer arguments are compared under a 32-bit mask, and "deny unless equal"
 // rules fail safe against garbage upper bits. Foreign architectures (32-bit

@@ -65,13 +65,14 @@ func TestEmbeddedPrograms(t *testing.T) {
 }
 
 // probeArgs reach every argument rule of the filters: namespace flags of
-// clone, the denied ioctls, open flags and access modes, socket families.
+// clone, the denied and the inode-flag ioctls, open flags and access modes, socket families.
 var probeArgs = func() [][6]uint64 {
 	var out [][6]uint64
 	vals := []uint64{0, 1, 2, 3, unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK,
 		unix.O_WRONLY, unix.O_RDWR, unix.O_CREAT, unix.O_TRUNC, unix.O_TRUNC | 3, unix.O_APPEND,
 		0xffffffff, 0xdead_beef_0000_0000, atFDCWD}
 	vals = append(vals, deniedIoctls...)
+	vals = append(vals, metaIoctls...)
 	vals = append(vals, nsFlags...)
 	for _, v := range vals {
 		for arg := range 4 {

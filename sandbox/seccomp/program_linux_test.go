@@ -3,6 +3,7 @@ package seccomp
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
@@ -161,6 +162,67 @@ func TestProgramOpenRules(t *testing.T) {
 	}
 }
 
+// TestProgramMetadata: the metadata calls each variant routes. The chmod
+// ones by path always (for the change facts); with Metadata every change of
+// mode, owner, times, xattrs and the inode-flag ioctls (garbage in the
+// upper bits of the request included), and setxattrat, removexattrat and
+// file_setattr fail with ENOSYS; without it the rest is the kernel's (the
+// mount view refuses them).
+func TestProgramMetadata(t *testing.T) {
+	const garbage = 0xdead_beef_0000_0000
+	chmods := []string{"chmod", "fchmodat", "fchmodat2"}
+	rest := []string{"fchmod", "chown", "fchown", "lchown", "fchownat", "utime", "utimes", "futimesat", "utimensat",
+		"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"}
+	for _, metadata := range []bool{false, true} {
+		s := Spec{Notify: true, Metadata: metadata}
+		prog, err := Program(s)
+		require.NoError(t, err)
+		tab, err := Table(s)
+		require.NoError(t, err)
+		for _, name := range append(append([]string{}, chmods...), rest...) {
+			nr, err := libseccomp.GetSyscallFromName(name)
+			require.NoError(t, err)
+			want, routed := "allow", metadata || slices.Contains(chmods, name)
+			if routed {
+				want = "notify"
+			}
+			if routed || name == "fchmod" {
+				// fchmod is in the table either way: without Metadata it is
+				// routed only when its mode asks for set-ID bits
+				// (TestProgramSetID).
+				assert.Equal(t, KindMeta, tab[int32(nr)].Kind, name)
+				assert.Equal(t, unix.EROFS, tab[int32(nr)].Errno, name)
+			} else {
+				assert.NotContains(t, tab, int32(nr), name)
+			}
+			assert.Equal(t, want, actionName(run(t, prog, int32(nr), [6]uint64{})), "%s, metadata=%v", name, metadata)
+		}
+		for _, nr := range []int{unix.SYS_SETXATTRAT, unix.SYS_REMOVEXATTRAT, unix.SYS_FILE_SETATTR} {
+			want := "allow"
+			if metadata {
+				want = "ENOSYS"
+			}
+			assert.Equal(t, want, actionName(run(t, prog, int32(nr), [6]uint64{})), "syscall %d, metadata=%v", nr, metadata)
+		}
+		ioctl, err := libseccomp.GetSyscallFromName("ioctl")
+		require.NoError(t, err)
+		for _, req := range []uint64{FSIocSetFlags, FSIocFSSetXattr, FSIocSetVersion, FSIocEnableVerity, FSIocSetFlags | garbage} {
+			want := "allow"
+			if metadata {
+				want = "notify"
+			}
+			assert.True(t, MetaIoctl(req), "%#x", req)
+			assert.Equal(t, want, actionName(run(t, prog, int32(ioctl), [6]uint64{1: req})), "ioctl %#x, metadata=%v", req, metadata)
+		}
+		for _, req := range []uint64{unix.FS_IOC_GETFLAGS, unix.TCGETS, 0x40046602 /* FS_IOC32_SETFLAGS: compat only */} {
+			assert.False(t, MetaIoctl(req), "%#x", req)
+			assert.Equal(t, "allow", actionName(run(t, prog, int32(ioctl), [6]uint64{1: req})), "ioctl %#x", req)
+		}
+	}
+	_, err := Program(Spec{Metadata: true})
+	assert.Error(t, err, "Metadata without Notify: nothing could perform them")
+}
+
 // TestSpecVariants: every variant has its own memoized table and program;
 // kernel open rules and user notification do not mix.
 func TestSpecVariants(t *testing.T) {
@@ -170,7 +232,7 @@ func TestSpecVariants(t *testing.T) {
 		require.Equal(t, i, s.index(), "%+v", s)
 		prog, perr := Program(s)
 		tab, terr := Table(s)
-		if s.Notify && (s.DenyTruncate || s.DenyIoctlOpen) || s.Signals && !s.Notify || s.Inet && (s.Network || !s.Notify) {
+		if s.Notify && (s.DenyTruncate || s.DenyIoctlOpen) || (s.Signals || s.Metadata) && !s.Notify || s.Inet && (s.Network || !s.Notify) {
 			assert.Error(t, perr, "%+v", s)
 			assert.Error(t, terr, "%+v", s)
 			_, err := build(s)
@@ -192,3 +254,44 @@ func TestSpecVariants(t *testing.T) {
 
 // atFDCWD is AT_FDCWD as an int register (the kernel reads 32 bits).
 var atFDCWD = func() uint64 { v := int32(unix.AT_FDCWD); return uint64(uint32(v)) }()
+
+// TestProgramSetID: a call that would give a file set-ID bits is routed to
+// the supervisor with user notification (chmod and its *at forms always,
+// fchmod only then; creations are routed by their O_CREAT), and refused in
+// the kernel without it; the same calls with plain modes, or a mode that
+// an open without O_CREAT or O_TMPFILE ignores, go through.
+func TestProgramSetID(t *testing.T) {
+	const garbage = 0xdead_beef_0000_0000
+	nr := func(name string) int32 {
+		n, err := libseccomp.GetSyscallFromName(name)
+		require.NoError(t, err)
+		return int32(n)
+	}
+	notify, err := Program(Spec{Notify: true})
+	require.NoError(t, err)
+	kernel, err := Program(Spec{DenyIoctlOpen: true})
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name             string
+		args             [6]uint64
+		notified, kernel string
+	}{
+		{"fchmod", [6]uint64{3, 0o4755}, "notify", "EPERM"},
+		{"fchmod", [6]uint64{3, 0o2755 | garbage}, "notify", "EPERM"},
+		{"fchmod", [6]uint64{3, 0o755}, "allow", "allow"},
+		{"chmod", [6]uint64{0, 0o4755}, "notify", "EPERM"},
+		{"chmod", [6]uint64{0, 0o755}, "notify", "allow"},
+		{"fchmodat", [6]uint64{3, 0, 0o2775}, "notify", "EPERM"},
+		{"fchmodat2", [6]uint64{3, 0, 0o4700}, "notify", "EPERM"},
+		{"creat", [6]uint64{0, 0o4755}, "notify", "EPERM"},
+		{"mknod", [6]uint64{0, unix.S_IFREG | 0o4755}, "notify", "EPERM"},
+		{"mknodat", [6]uint64{3, 0, unix.S_IFREG | 0o2755}, "notify", "EPERM"},
+		{"open", [6]uint64{0, unix.O_WRONLY | unix.O_CREAT, 0o4755}, "notify", "EPERM"},
+		{"openat", [6]uint64{3, 0, unix.O_RDWR | unix.O_TMPFILE, 0o2755}, "notify", "EPERM"},
+		{"openat", [6]uint64{3, 0, unix.O_RDONLY, 0o4755}, "allow", "allow"},
+		{"openat", [6]uint64{3, 0, unix.O_WRONLY | unix.O_CREAT, 0o644}, "notify", "allow"},
+	} {
+		assert.Equal(t, c.notified, actionName(run(t, notify, nr(c.name), c.args)), "%s %#o with notification", c.name, c.args)
+		assert.Equal(t, c.kernel, actionName(run(t, kernel, nr(c.name), c.args)), "%s %#o without", c.name, c.args)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"unsafe"
 
 	libseccomp "github.com/seccomp/libseccomp-golang"
 	"golang.org/x/sys/unix"
@@ -49,6 +50,16 @@ const (
 	// supervisor can refuse (or perform) it: without a net namespace a
 	// listening inet socket would be a port of the host.
 	KindListen
+	// KindMeta: a change of a file's metadata — mode, owner, times,
+	// extended attributes (Rule.Op "chmod", "chown", "utimes", "setxattr"),
+	// none of which Landlock covers; the inode-flag ioctls (MetaIoctl) go
+	// with them under the ioctl rule.
+	// chmod, fchmodat and fchmodat2 are always routed (for the change
+	// facts); the rest only with Spec.Metadata, for a command that may
+	// get no mount view: the supervisor then judges the target and
+	// performs the call itself, or, with a mount view after all (whose
+	// read-only mounts refuse them), lets it continue.
+	KindMeta
 )
 
 // Rule describes one notified system call.
@@ -138,6 +149,19 @@ type Spec struct {
 	// allowlist's loopback hosts (or, in a net namespace of the command's
 	// own, its loopback).
 	Inet bool
+	// Metadata (only with Notify) routes every call that changes a
+	// file's metadata (KindMeta: the chmod, chown, utimes and xattr
+	// families, by path, *at and by descriptor, and the inode-flag
+	// ioctls MetaIoctls), for a command that may run without a mount
+	// view: Landlock does not cover them, so the supervisor performs
+	// them itself on the files the policy lets the command change.
+	// setxattrat, removexattrat and file_setattr (Linux 6.13, 6.17) keep
+	// their target in memory behind flags the filter cannot see: they
+	// fail with ENOSYS, and callers fall back to the older calls.
+	// Without it (a mount view is expected, whose read-only mounts
+	// refuse these calls in the kernel) only chmod, fchmodat and
+	// fchmodat2 are routed, for the change facts.
+	Metadata bool
 }
 
 // kernelOpenRules reports whether the filter refuses some opens, truncate
@@ -157,6 +181,11 @@ func (s Spec) validate() error {
 	if s.Signals && !s.Notify {
 		// Nothing could judge them in the kernel alone.
 		return fmt.Errorf("seccomp: Signals needs user notification (%+v)", s)
+	}
+	if s.Metadata && !s.Notify {
+		// Only the supervisor can tell a file in the roots from one
+		// outside.
+		return fmt.Errorf("seccomp: Metadata needs user notification (%+v)", s)
 	}
 	return nil
 }
@@ -187,9 +216,74 @@ var pathCalls = []struct{ op, name string }{
 	{"remove", "unlink"}, {"remove", "unlinkat"}, {"remove", "rmdir"},
 	{"rename", "rename"}, {"rename", "renameat"}, {"rename", "renameat2"},
 	{"link", "link"}, {"link", "linkat"}, {"symlink", "symlink"}, {"symlink", "symlinkat"},
-	// Recorded as changes, never judged: Landlock has no right for a
-	// change of mode. fchmod, by descriptor, is not routed.
-	{"chmod", "chmod"}, {"chmod", "fchmodat"}, {"chmod", "fchmodat2"},
+}
+
+// Metadata calls, by op (KindMeta). The chmod ones by path are always
+// routed; the rest only with Spec.Metadata.
+var (
+	chmodCalls = []string{"chmod", "fchmodat", "fchmodat2"}
+	metaCalls  = []struct {
+		op    string
+		names []string
+	}{
+		{"chown", []string{"chown", "fchown", "lchown", "fchownat"}},
+		{"utimes", []string{"utime", "utimes", "futimesat", "utimensat"}},
+		{"setxattr", []string{"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"}},
+	}
+	// newMetaCalls take their target behind flags or a struct in memory,
+	// and are newer than the libseccomp this is built with may know: by
+	// number, ENOSYS with Spec.Metadata.
+	newMetaCalls = []int{unix.SYS_SETXATTRAT, unix.SYS_REMOVEXATTRAT, unix.SYS_FILE_SETATTR}
+)
+
+// SetIDBits are the mode bits no file of a confined command gets (set-
+// user-ID, set-group-ID): a change of mode asking for them is routed (the
+// supervisor applies it without them), a creation with them refused; the
+// kernel refuses both without user notification.
+const SetIDBits = unix.S_ISUID | unix.S_ISGID
+
+// setIDModeArg is the argument holding the mode of the calls that can set
+// set-ID bits; flagsArg, when not -1, the flags that make the call create
+// a file only with O_CREAT or O_TMPFILE.
+var setIDModeArg = []struct {
+	name              string
+	modeArg, flagsArg int
+}{
+	{"chmod", 1, -1}, {"fchmod", 1, -1}, {"fchmodat", 2, -1}, {"fchmodat2", 2, -1},
+	{"creat", 1, -1}, {"mknod", 1, -1}, {"mknodat", 2, -1},
+	{"open", 2, 1}, {"openat", 3, 2},
+}
+
+// Inode-flag ioctls: owner-only changes of a file that Landlock does not
+// cover (its IOCTL_DEV right is for devices only), routed with
+// Spec.Metadata (the ioctl rule stays KindDeny, for its other requests; the
+// supervisor tells them apart with MetaIoctl, and records its denials as op
+// "chattr").
+const (
+	FSIocSetFlags     = unix.FS_IOC_SETFLAGS                   // chattr: append-only, immutable (CAP_LINUX_IMMUTABLE), noatime, nodump...
+	FSIocFSSetXattr   = iocWrite | 28<<16 | 'X'<<8 | 32        // FS_IOC_FSSETXATTR, _IOW('X', 32, struct fsxattr): the same flags, extent size, project
+	FSIocSetVersion   = iocWrite | sizeofLong<<16 | 'v'<<8 | 2 // FS_IOC_SETVERSION, _IOW('v', 2, long): the inode's generation (ext4)
+	FSIocEnableVerity = unix.FS_IOC_ENABLE_VERITY              // makes a file's contents read-only for good (fs-verity)
+)
+
+// iocWrite is this architecture's _IOC_WRITE direction, taken from
+// FS_IOC_SETFLAGS, _IOW('f', 2, long).
+const (
+	sizeofLong = uint64(unsafe.Sizeof(uintptr(0)))
+	iocWrite   = unix.FS_IOC_SETFLAGS - (sizeofLong<<16 | 'f'<<8 | 2)
+)
+
+// metaIoctls are the requests of FSIoc*.
+var metaIoctls = []uint64{FSIocSetFlags, FSIocFSSetXattr, FSIocSetVersion, FSIocEnableVerity}
+
+// MetaIoctl reports whether an ioctl request (an unsigned int: the low 32
+// bits count) is one of the inode-flag ioctls routed with Spec.Metadata.
+func MetaIoctl(req uint64) bool {
+	switch req & 0xffffffff {
+	case FSIocSetFlags, FSIocFSSetXattr, FSIocSetVersion, FSIocEnableVerity:
+		return true
+	}
+	return false
 }
 
 // nsFlags are the clone flags that create namespaces.
@@ -212,7 +306,7 @@ var deniedIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX, UserfaultfdIocNew}
 // index numbers the variants of Spec (a bit per field; specOf inverts it).
 func (s Spec) index() int {
 	i := 0
-	for bit, on := range []bool{s.Network, s.Notify, s.DenyTruncate, s.DenyIoctlOpen, s.Signals, s.Inet} {
+	for bit, on := range []bool{s.Network, s.Notify, s.DenyTruncate, s.DenyIoctlOpen, s.Signals, s.Inet, s.Metadata} {
 		if on {
 			i |= 1 << bit
 		}
@@ -221,10 +315,11 @@ func (s Spec) index() int {
 }
 
 // numVariants is the number of values of Spec.
-const numVariants = 1 << 6
+const numVariants = 1 << 7
 
 func specOf(i int) Spec {
-	return Spec{Network: i&1 != 0, Notify: i&2 != 0, DenyTruncate: i&4 != 0, DenyIoctlOpen: i&8 != 0, Signals: i&16 != 0, Inet: i&32 != 0}
+	return Spec{Network: i&1 != 0, Notify: i&2 != 0, DenyTruncate: i&4 != 0, DenyIoctlOpen: i&8 != 0, Signals: i&16 != 0, Inet: i&32 != 0,
+		Metadata: i&64 != 0}
 }
 
 //go:generate go test -run ^TestEmbeddedPrograms$ -update .
@@ -299,6 +394,26 @@ func table(s Spec) (map[int32]Rule, error) {
 	for _, c := range pathCalls {
 		if err := add(c.name, Rule{Kind: KindPath, Op: c.op, Errno: unix.EACCES}); err != nil {
 			return nil, err
+		}
+	}
+	for _, n := range chmodCalls {
+		if err := add(n, Rule{Kind: KindMeta, Op: "chmod", Errno: unix.EROFS}); err != nil {
+			return nil, err
+		}
+	}
+	// fchmod: with Metadata, every call; otherwise only one whose mode has
+	// set-ID bits (SetIDBits), which the supervisor performs without them.
+	if err := add("fchmod", Rule{Kind: KindMeta, Op: "chmod", Errno: unix.EROFS}); err != nil {
+		return nil, err
+	}
+	if s.Metadata {
+		// EROFS: what the mount view's read-only mounts answer.
+		for _, g := range metaCalls {
+			for _, n := range g.names {
+				if err := add(n, Rule{Kind: KindMeta, Op: g.op, Errno: unix.EROFS}); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	for _, c := range schedCalls {
@@ -416,6 +531,11 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 			for _, req := range deniedIoctls {
 				r.masked(call, act(rule), 1, 0xffffffff, req)
 			}
+			if s.Metadata {
+				for _, req := range metaIoctls {
+					r.masked(call, act(rule), 1, 0xffffffff, req)
+				}
+			}
 		case "open", "openat":
 			arg := uint(1)
 			if rule.Name == "openat" {
@@ -442,6 +562,13 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 			r.masked(call, act(rule), arg, unix.O_ACCMODE, AccModeIoctl)
 			r.masked(call, act(rule), arg, unix.O_CREAT, unix.O_CREAT)
 			r.masked(call, act(rule), arg, unix.O_TRUNC, unix.O_TRUNC)
+		case "fchmod":
+			if s.Metadata {
+				r.plain(call, act(rule))
+			} else if s.Notify {
+				r.masked(call, act(rule), 1, unix.S_ISUID, unix.S_ISUID)
+				r.masked(call, act(rule), 1, unix.S_ISGID, unix.S_ISGID)
+			}
 		case "truncate":
 			if s.Notify {
 				r.plain(call, act(rule))
@@ -496,7 +623,7 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 				r.notEqual(call, act(rule), uint(rule.PidArg), 0)
 				continue
 			}
-			if rule.Kind == KindPath && !s.Notify {
+			if (rule.Kind == KindPath || rule.Kind == KindMeta) && !s.Notify {
 				continue
 			}
 			r.plain(call, act(rule))
@@ -506,6 +633,32 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 		r.name(n, errnoAct(unix.EPERM))
 	}
 	r.name("clone3", errnoAct(unix.ENOSYS))
+	if !s.Notify {
+		// No supervisor to apply a change of mode without them: every
+		// call that would set set-ID bits fails (a creation only with
+		// O_CREAT or O_TMPFILE; flags and mode are ints).
+		for _, c := range setIDModeArg {
+			nr, err := libseccomp.GetSyscallFromName(c.name)
+			if err != nil {
+				return nil, fmt.Errorf("seccomp: unknown syscall %s: %w", c.name, err)
+			}
+			for _, bit := range []uint64{unix.S_ISUID, unix.S_ISGID} {
+				mode := maskedCond{uint(c.modeArg), bit, bit}
+				if c.flagsArg < 0 {
+					r.allMasked(nr, errnoAct(unix.EPERM), mode)
+					continue
+				}
+				for _, fl := range []uint64{unix.O_CREAT, unix.O_TMPFILE} {
+					r.allMasked(nr, errnoAct(unix.EPERM), mode, maskedCond{uint(c.flagsArg), fl, fl})
+				}
+			}
+		}
+	}
+	if s.Metadata {
+		for _, nr := range newMetaCalls {
+			r.plain(libseccomp.ScmpSyscall(nr), errnoAct(unix.ENOSYS))
+		}
+	}
 	if !s.Network {
 		if nr, err := libseccomp.GetSyscallFromName("socketpair"); err == nil {
 			r.notEqual(nr, errnoAct(unix.EACCES), 0, unix.AF_UNIX)
@@ -571,6 +724,31 @@ type cond struct {
 	arg uint
 	op  libseccomp.ScmpCompareOp
 	val uint64
+}
+
+// maskedCond matches (argument arg & mask) == val.
+type maskedCond struct {
+	arg       uint
+	mask, val uint64
+}
+
+// allMasked adds a rule matching every one of cs.
+func (r *rules) allMasked(call libseccomp.ScmpSyscall, a libseccomp.ScmpAction, cs ...maskedCond) {
+	if r.err != nil {
+		return
+	}
+	var sc []libseccomp.ScmpCondition
+	for _, c := range cs {
+		x, err := libseccomp.MakeCondition(c.arg, libseccomp.CompareMaskedEqual, c.mask, c.val)
+		if err != nil {
+			r.err = fmt.Errorf("seccomp: condition on %d: %w", call, err)
+			return
+		}
+		sc = append(sc, x)
+	}
+	if err := r.f.AddRuleConditional(call, a, sc); err != nil {
+		r.err = fmt.Errorf("seccomp: conditional rule %d: %w", call, err)
+	}
 }
 
 // conds adds a rule matching every one of cs.

@@ -85,7 +85,8 @@ func TestTableSignals(t *testing.T) {
 }
 
 func TestBuildVariants(t *testing.T) {
-	for _, s := range []Spec{{}, {Network: true}, {Notify: true}, {Network: true, Notify: true}, {Notify: true, Signals: true}, {Network: true, Notify: true, Signals: true}} {
+	for _, s := range []Spec{{}, {Network: true}, {Notify: true}, {Network: true, Notify: true}, {Notify: true, Signals: true}, {Network: true, Notify: true, Signals: true},
+		{Notify: true, Metadata: true}, {Network: true, Notify: true, Signals: true, Metadata: true}} {
 		f, err := build(s)
 		require.NoError(t, err, "%+v", s)
 		f.Release()

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/printable"
 )
 
 // diffContext is how many unchanged lines surround each change in a hunk,
@@ -24,156 +23,6 @@ const binarySniffBytes = 8000
 // remaining middle part is shown as wholly deleted and re-inserted — still
 // a correct diff, only a longer one.
 const maxEditDistance = 2000
-
-// Diff writes a unified diff of the transaction's changes against the
-// workspace, in the order of Changes. Text files get hunks with three
-// lines of context; binary and over-large files, directories, symlinks and
-// mode changes get one-line notes.
-func (t *Tx) Diff(w io.Writer, opt DiffOptions) error {
-	if opt.MaxFileBytes <= 0 {
-		opt.MaxFileBytes = defaultMaxFileBytes
-	}
-	if opt.MaxBytes <= 0 {
-		opt.MaxBytes = defaultMaxBytes
-	}
-	list, err := t.Changes()
-	if err != nil {
-		return err
-	}
-	out := &limitedWriter{w: w, max: opt.MaxBytes}
-	for _, c := range list {
-		if err := t.diffChange(out, c, opt); err != nil {
-			if errors.Is(err, errTruncated) {
-				return out.finishTruncated()
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-func (t *Tx) diffChange(out *limitedWriter, c Change, opt DiffOptions) error {
-	rel, err := filepath.Rel(t.workspace, c.Path)
-	if err != nil {
-		return fmt.Errorf("diff %s: %w", c.Path, err)
-	}
-	upperPath := filepath.Join(t.UpperDir(), rel)
-	oldInfo, oldErr := os.Lstat(c.Path)
-	if oldErr != nil && !errors.Is(oldErr, fs.ErrNotExist) {
-		return fmt.Errorf("diff %s: %w", c.Path, oldErr)
-	}
-	oldExists := oldErr == nil
-
-	switch c.Op {
-	case "removed":
-		switch {
-		case !oldExists:
-			return nil
-		case oldInfo.IsDir():
-			return out.line("Removed directory " + rel + "\n")
-		case oldInfo.Mode().IsRegular():
-			return t.diffFiles(out, rel, c.Path, "", opt)
-		case oldInfo.Mode()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(c.Path)
-			return out.line("Removed symlink " + rel + " -> " + target + "\n")
-		default:
-			return out.line("Removed special file " + rel + "\n")
-		}
-	case "mode":
-		return out.line(fmt.Sprintf("Mode of %s changed from %04o to %s\n", rel, permBits(oldInfo), c.Mode))
-	}
-
-	// created or modified: describe the old side when its kind differs.
-	if oldExists && c.Op == "modified" {
-		oldType := typeOf(oldInfo)
-		if oldType != c.Type {
-			if err := out.line(fmt.Sprintf("Type of %s changed from %s to %s\n", rel, oldType, c.Type)); err != nil {
-				return err
-			}
-			oldExists = false // show the new content as created
-		} else if c.Mode != "" && fmt.Sprintf("%04o", permBits(oldInfo)) != c.Mode {
-			if err := out.line(fmt.Sprintf("Mode of %s changed from %04o to %s\n", rel, permBits(oldInfo), c.Mode)); err != nil {
-				return err
-			}
-		}
-	}
-	switch c.Type {
-	case "file":
-		oldPath := ""
-		if oldExists {
-			oldPath = c.Path
-		}
-		return t.diffFiles(out, rel, oldPath, upperPath, opt)
-	case "dir":
-		if c.Op == "modified" {
-			return out.line("Replaced directory " + rel + "\n")
-		}
-		return out.line("New directory " + rel + "\n")
-	case "symlink":
-		target, err := os.Readlink(upperPath)
-		if err != nil {
-			return fmt.Errorf("diff %s: %w", c.Path, err)
-		}
-		if oldExists {
-			oldTarget, _ := os.Readlink(c.Path)
-			return out.line("Symlink " + rel + " changed from " + oldTarget + " to " + target + "\n")
-		}
-		return out.line("New symlink " + rel + " -> " + target + "\n")
-	default:
-		return out.line("New special file " + rel + "\n")
-	}
-}
-
-// diffFiles writes the unified diff of two regular files; an empty path
-// stands for /dev/null.
-func (t *Tx) diffFiles(out *limitedWriter, rel, oldPath, newPath string, opt DiffOptions) error {
-	oldName, newName := "a/"+rel, "b/"+rel
-	if oldPath == "" {
-		oldName = "/dev/null"
-	}
-	if newPath == "" {
-		newName = "/dev/null"
-	}
-	oldData, tooLargeOld, err := readBounded(oldPath, opt.MaxFileBytes)
-	if err != nil {
-		return err
-	}
-	newData, tooLargeNew, err := readBounded(newPath, opt.MaxFileBytes)
-	if err != nil {
-		return err
-	}
-	if tooLargeOld || tooLargeNew {
-		return out.line("File a/" + rel + " too large to diff\n")
-	}
-	if isBinary(oldData) || isBinary(newData) {
-		if bytes.Equal(oldData, newData) {
-			return nil
-		}
-		return out.line("Binary files " + oldName + " and " + newName + " differ\n")
-	}
-	return writeUnified(out, oldName, newName, splitLines(oldData), splitLines(newData))
-}
-
-// readBounded reads a file unless it is larger than limit; "" reads as
-// empty.
-func readBounded(path string, limit int64) (data []byte, tooLarge bool, err error) {
-	if path == "" {
-		return nil, false, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, false, fmt.Errorf("diff: %w", err)
-	}
-	defer f.Close()
-	data, err = io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, false, fmt.Errorf("diff: read %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, true, nil
-	}
-	return data, false, nil
-}
 
 func isBinary(data []byte) bool {
 	return bytes.IndexByte(data[:min(len(data), binarySniffBytes)], 0) >= 0
@@ -408,9 +257,12 @@ func hunkRange(start, count int) string {
 	}
 }
 
+// writeHunkLine writes one line of a hunk, its control characters
+// escaped: a line the command wrote must not move the cursor over the
+// lines a reviewer reads, nor fake a header.
 func writeHunkLine(b *strings.Builder, prefix byte, line string) {
 	b.WriteByte(prefix)
-	b.WriteString(line)
+	b.WriteString(printable.Text(line))
 	if !strings.HasSuffix(line, "\n") {
 		b.WriteString("\n\\ No newline at end of file\n")
 	}
@@ -453,34 +305,4 @@ func (l *limitedWriter) finishTruncated() error {
 		return fmt.Errorf("write diff: %w", err)
 	}
 	return nil
-}
-
-func permBits(fi fs.FileInfo) uint32 {
-	if fi == nil {
-		return 0
-	}
-	m := uint32(fi.Mode().Perm())
-	if fi.Mode()&fs.ModeSetuid != 0 {
-		m |= 0o4000
-	}
-	if fi.Mode()&fs.ModeSetgid != 0 {
-		m |= 0o2000
-	}
-	if fi.Mode()&fs.ModeSticky != 0 {
-		m |= 0o1000
-	}
-	return m
-}
-
-func typeOf(fi fs.FileInfo) string {
-	switch {
-	case fi.Mode().IsRegular():
-		return "file"
-	case fi.IsDir():
-		return "dir"
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return "symlink"
-	default:
-		return "other"
-	}
 }

@@ -8,9 +8,11 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
-// A transaction is created for a workspace; the sandbox runner then mounts
-// an overlay whose upper layer is tx.UpperDir(). Here a file written
-// straight into the upper layer stands for a command's write.
+// A transaction is created for a workspace; for each command the sandbox
+// holds it, its runner mounts an overlay whose upper layer is
+// tx.UpperDir(), and the hold's Release seals what the command left. Here
+// a file written straight into the upper layer while the transaction is
+// held stands for a command's write.
 func Example() {
 	base, err := os.MkdirTemp("", "tx-example-")
 	if err != nil {
@@ -29,7 +31,16 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
+	hold, err := tx.Hold()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	if err := os.WriteFile(filepath.Join(tx.UpperDir(), "notes.txt"), []byte("hello\n"), 0o644); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := hold.Release(); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -12,7 +12,33 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
+
+// TestMain keeps the tests' transaction key away from the user's own.
+func TestMain(m *testing.M) {
+	state, err := os.MkdirTemp("", "dshtx-state-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_STATE_HOME", state)
+	code := m.Run()
+	os.RemoveAll(state)
+	os.Exit(code)
+}
+
+// removeTree removes a test's tree, whatever modes a command left in it.
+func removeTree(path string) {
+	_ = filepath.Walk(path, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(path)
+}
 
 // mounter is an identity that mounts the test overlays: root (with
 // unshare -m) or an unprivileged user (with unshare -Urm, through su when
@@ -78,13 +104,13 @@ func newTestEnvIn(t *testing.T, m mounter, wsParent, txParent string) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = forceRemoveAll(base) })
+	t.Cleanup(func() { removeTree(base) })
 	txBase := base
 	if txParent != "" {
 		if txBase, err = os.MkdirTemp(txParent, "dshtx-"); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = forceRemoveAll(txBase) })
+		t.Cleanup(func() { removeTree(txBase) })
 	}
 	env := &testEnv{m: m, base: base, ws: filepath.Join(base, "ws"), txDir: filepath.Join(txBase, "tx")}
 	if err := os.Mkdir(env.ws, 0o755); err != nil {
@@ -149,8 +175,34 @@ func (e *testEnv) create(t *testing.T) *Tx {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	e.chown(t, e.txDir)
+	if e.m.suUser != "" {
+		e.chown(t, e.txDir)
+		reseal(t, tx)
+	}
 	return tx
+}
+
+// reseal seals the upper layer as it is now (after the test changed its
+// owner, which the sandbox never does).
+func reseal(t *testing.T, tx *Tx) {
+	t.Helper()
+	s, err := tx.begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	fd, err := s.openUpper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	list, err := sealUpper(fd)
+	if err == nil {
+		err = s.save(s.doc.State, list, false)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // treeScript prints one line per entry of the current directory's tree:
@@ -164,9 +216,20 @@ const treeMarker = "=== tree ==="
 
 // runInOverlay mounts the transaction's overlay on the workspace in a new
 // mount namespace as the mounter, runs script in the workspace, and
-// returns the tree listing seen through the overlay afterwards.
+// returns the tree listing seen through the overlay afterwards. It holds
+// the transaction meanwhile and seals what the script did, as the sandbox
+// does for a command.
 func (e *testEnv) runInOverlay(t *testing.T, tx *Tx, script string) string {
 	t.Helper()
+	hold, err := tx.Hold()
+	if err != nil {
+		t.Fatalf("Hold: %v", err)
+	}
+	defer func() {
+		if err := hold.Release(); err != nil {
+			t.Errorf("Release: %v", err)
+		}
+	}()
 	e.scripts++
 	scriptPath := filepath.Join(e.base, fmt.Sprintf("script-%d.sh", e.scripts))
 	full := fmt.Sprintf(`set -e
@@ -191,7 +254,7 @@ echo '%[6]s'
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	var exitErr *exec.ExitError
 	if err != nil {
 		refused := strings.Contains(stderr.String(), "unshare failed") ||

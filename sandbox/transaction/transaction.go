@@ -3,6 +3,7 @@ package transaction
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -23,8 +24,9 @@ const (
 	StateDiscarded  = "discarded"  // dropped; the workspace was not touched
 )
 
-// manifestVersion is the only manifest layout this package reads.
-const manifestVersion = 1
+// manifestVersion is the only manifest layout this package reads (2: with
+// the workspace's identity and the sealed upper layer).
+const manifestVersion = 2
 
 // File and directory names inside a transaction directory.
 const (
@@ -90,6 +92,11 @@ type CommitResult struct {
 	// Skipped lists, relative to the workspace, the device nodes and
 	// sockets the command created: they are not applied.
 	Skipped []string
+	// Stripped lists, relative to the workspace, the files applied without
+	// the set-user-ID or set-group-ID bit or the file capabilities the
+	// command gave them: a workspace must not receive an executable that
+	// runs with its owner's or elevated privileges for whoever starts it.
+	Stripped []string
 }
 
 // DiffOptions bounds the output of Diff.
@@ -113,6 +120,7 @@ const (
 type Tx struct {
 	dir            string
 	workspace      string
+	wsDev, wsIno   uint64
 	started        time.Time
 	startedCtimeNs int64
 	state          string
@@ -123,14 +131,26 @@ type Tx struct {
 	stopAfterEntries int
 }
 
-// manifest is the JSON content of transaction.json.
-type manifest struct {
-	Version        int    `json:"version"`
-	Workspace      string `json:"workspace"`
-	Started        string `json:"started"`
-	StartedCtimeNs int64  `json:"started_ctime_ns"`
-	State          string `json:"state"`
+// A Hold keeps a transaction in use by one command (see Tx.Hold): its
+// descriptors go to the sandbox's runner, and Release seals the upper
+// layer as the command left it.
+type Hold struct {
+	files   []*os.File
+	release func(seal bool) error
 }
+
+// Files returns the descriptors the sandbox hands its runner, in this
+// order: the transaction directory (whose shared lock lasts while any of
+// the runner's processes lives), the upper layer and the work directory
+// (which the runner mounts through /proc/self/fd, never by path).
+func (h *Hold) Files() []*os.File { return h.files }
+
+// Release ends the hold once every process of the command is gone,
+// sealing the upper layer as the command left it.
+func (h *Hold) Release() error { return h.release(true) }
+
+// Close ends the hold without sealing: for a command that never ran.
+func (h *Hold) Close() error { return h.release(false) }
 
 // Dir is the transaction directory (canonical absolute path).
 func (t *Tx) Dir() string { return t.dir }
@@ -153,8 +173,6 @@ func (t *Tx) Started() time.Time { return t.started }
 // State is the state the transaction was in when opened, or after the
 // last Commit or Discard through this Tx.
 func (t *Tx) State() string { return t.state }
-
-func (t *Tx) manifestPath() string { return filepath.Join(t.dir, manifestName) }
 
 // checkUsable returns an error wrapping ErrEnded once the transaction was
 // committed or discarded.

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,9 +28,8 @@ import (
 // otherwise.
 var overlayXattrPrefixes = [...]string{"user.overlay.", "trusted.overlay."}
 
-// tempPrefix names the files Commit copies into the workspace before
-// renaming them into place (only when the upper layer is on another
-// filesystem).
+// tempPrefix names the files Commit writes into the workspace before
+// renaming them into place.
 const tempPrefix = ".dsh-tx-tmp-"
 
 // maxClockWait bounds how long Create waits for the file timestamp clock
@@ -43,7 +42,9 @@ var errInterrupted = errors.New("commit interrupted (test hook)")
 // Create makes a new transaction for workspace in dir. dir must be an
 // absolute path that does not exist or is an empty directory; workspace
 // an absolute path to an existing directory. Neither may contain the
-// other. If Create fails it removes what it created.
+// other. It seals the transaction with the user's key (KeyFile), making
+// the key first when there is none. If Create fails it removes what it
+// created.
 func Create(dir, workspace string) (tx *Tx, err error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("transaction directory %q is not an absolute path", dir)
@@ -61,6 +62,10 @@ func Create(dir, workspace string) (tx *Tx, err error) {
 	}
 	if modes.Within(ws, canonDir) {
 		return nil, fmt.Errorf("workspace %s is inside the transaction directory %s", ws, canonDir)
+	}
+	key, err := loadKey(true)
+	if err != nil {
+		return nil, err
 	}
 
 	// What to remove if a later step fails: the topmost directory we made,
@@ -87,95 +92,127 @@ func Create(dir, workspace string) (tx *Tx, err error) {
 	default:
 		return nil, fmt.Errorf("transaction directory: %w", statErr)
 	}
+	dirfd, err := openNoSymlinks(canonDir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, fmt.Errorf("transaction directory: %w", err)
+	}
+	defer unix.Close(dirfd)
 	defer func() {
 		if err == nil {
 			return
 		}
 		if createdTop != "" {
-			_ = forceRemoveAll(createdTop)
+			_ = os.RemoveAll(createdTop)
 			return
 		}
-		entries, _ := os.ReadDir(canonDir)
-		for _, e := range entries {
-			_ = forceRemoveAll(filepath.Join(canonDir, e.Name()))
+		names, _ := listDir(dirfd)
+		for _, name := range names {
+			_ = removeAllAt(dirfd, name)
 		}
 	}()
 	// Mkdir modes are filtered by the umask; the layout's modes are not
 	// a matter of taste (upper becomes the overlay's root directory).
-	if err := os.Chmod(canonDir, 0o700); err != nil {
+	if err := unix.Fchmod(dirfd, 0o700); err != nil {
 		return nil, fmt.Errorf("create transaction directory: %w", err)
 	}
-
-	startedNs, err := createStartMarker(filepath.Join(canonDir, markerName))
+	startedNs, err := createStartMarker(dirfd)
 	if err != nil {
 		return nil, err
 	}
-	// The upper layer is the overlay's root directory: the command sees
-	// the workspace's own mode there.
-	wsInfo, err := os.Stat(ws)
+	wsfd, err := openNoSymlinks(ws, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
+	wsSt, err := fstat(wsfd)
+	unix.Close(wsfd)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	// The upper layer is the overlay's root directory: the command sees
+	// the workspace's own mode there.
 	for _, d := range []struct {
 		name string
-		mode os.FileMode
-	}{{upperName, wsInfo.Mode().Perm()}, {workName, 0o700}} {
-		p := filepath.Join(canonDir, d.name)
-		if err := os.Mkdir(p, d.mode); err != nil {
-			return nil, fmt.Errorf("create transaction directory: %w", err)
+		mode uint32
+	}{{upperName, wsSt.Mode & 0o777}, {workName, 0o700}} {
+		if err := unix.Mkdirat(dirfd, d.name, 0o700); err != nil {
+			return nil, fmt.Errorf("create transaction directory: %w", &fs.PathError{Op: "mkdir", Path: d.name, Err: err})
 		}
-		if err := os.Chmod(p, d.mode); err != nil {
+		if err := unix.Fchmodat(dirfd, d.name, d.mode, 0); err != nil {
 			return nil, fmt.Errorf("create transaction directory: %w", err)
 		}
 	}
-	if err := probeUserXattrs(filepath.Join(canonDir, upperName)); err != nil {
+	upperfd, err := openDirAt(dirfd, upperName)
+	if err != nil {
+		return nil, fmt.Errorf("create transaction directory: %w", err)
+	}
+	defer unix.Close(upperfd)
+	if err := probeUserXattrs(upperfd, canonDir); err != nil {
 		return nil, err
 	}
 	tx = &Tx{
 		dir:            canonDir,
 		workspace:      ws,
+		wsDev:          wsSt.Dev,
+		wsIno:          wsSt.Ino,
 		started:        time.Unix(0, startedNs).UTC(),
 		startedCtimeNs: startedNs,
 		state:          StateOpen,
 	}
-	if err := tx.writeState(StateOpen); err != nil {
+	seal, err := sealUpper(upperfd)
+	if err != nil {
 		return nil, err
+	}
+	if err := writeDocument(dirfd, tx.document(StateOpen, seal), key); err != nil {
+		return nil, fmt.Errorf("write transaction manifest: %w", err)
 	}
 	return tx, nil
 }
 
-// createStartMarker creates the marker file and returns its ctime, after
-// making sure that ctime is strictly later than the clock was when Create
-// was called: then a workspace change made before Create has a ctime
-// before the transaction's start, and any change made after has one at or
-// after it, whatever the clock's granularity.
-func createStartMarker(path string) (int64, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+// document returns the transaction's document in state with the seal upper.
+func (t *Tx) document(state string, upper []stamp) document {
+	return document{
+		Version:        manifestVersion,
+		Dir:            t.dir,
+		Workspace:      t.workspace,
+		WorkspaceDev:   t.wsDev,
+		WorkspaceIno:   t.wsIno,
+		Started:        t.started.Format(time.RFC3339Nano),
+		StartedCtimeNs: t.startedCtimeNs,
+		State:          state,
+		Upper:          upper,
+	}
+}
+
+// createStartMarker creates the marker file in dirfd and returns its
+// ctime, after making sure that ctime is strictly later than the clock was
+// when Create was called: then a workspace change made before Create has a
+// ctime before the transaction's start, and any change made after has one
+// at or after it, whatever the clock's granularity.
+func createStartMarker(dirfd int) (int64, error) {
+	fd, err := unix.Openat(dirfd, markerName, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("create start marker: %w", err)
 	}
-	if err := f.Close(); err != nil {
-		return 0, fmt.Errorf("create start marker: %w", err)
-	}
-	st, err := lstat(path)
+	defer unix.Close(fd)
+	st, err := fstat(fd)
 	if err != nil {
 		return 0, fmt.Errorf("create start marker: %w", err)
 	}
-	first := ctimeNs(st)
+	first := st.Ctim.Nano()
 	deadline := time.Now().Add(maxClockWait)
 	for {
 		// chmod always sets the ctime, even to the same mode.
-		if err := os.Chmod(path, 0o600); err != nil {
+		if err := unix.Fchmod(fd, 0o600); err != nil {
 			return 0, fmt.Errorf("create start marker: %w", err)
 		}
-		if st, err = lstat(path); err != nil {
+		if st, err = fstat(fd); err != nil {
 			return 0, fmt.Errorf("create start marker: %w", err)
 		}
-		if now := ctimeNs(st); now > first {
+		if now := st.Ctim.Nano(); now > first {
 			return now, nil
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("create start marker %s: the file timestamp clock did not advance in %v", path, maxClockWait)
+			return 0, fmt.Errorf("create start marker in %s: the file timestamp clock did not advance in %v", procPath(dirfd), maxClockWait)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -183,7 +220,8 @@ func createStartMarker(path string) (int64, error) {
 
 // Open opens an existing transaction that is open or whose commit was
 // interrupted. A committed or discarded one gives an error wrapping
-// ErrEnded.
+// ErrEnded; one whose document does not verify, an error wrapping
+// ErrTampered.
 func Open(dir string) (*Tx, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("transaction directory %q is not an absolute path", dir)
@@ -195,17 +233,12 @@ func Open(dir string) (*Tx, error) {
 		}
 		return nil, fmt.Errorf("open transaction %s: %w", dir, err)
 	}
-	m, err := readManifest(canonDir)
+	tx := &Tx{dir: canonDir}
+	s, err := tx.begin()
 	if err != nil {
 		return nil, err
 	}
-	tx := &Tx{
-		dir:            canonDir,
-		workspace:      m.Workspace,
-		startedCtimeNs: m.StartedCtimeNs,
-		started:        time.Unix(0, m.StartedCtimeNs).UTC(),
-		state:          m.State,
-	}
+	s.close()
 	if err := tx.checkUsable(); err != nil {
 		return nil, err
 	}
@@ -239,155 +272,324 @@ func OpenOrCreate(dir, workspace string) (*Tx, error) {
 	return tx, nil
 }
 
-// readManifest reads and validates dir/transaction.json.
-func readManifest(dir string) (manifest, error) {
-	var m manifest
-	data, err := os.ReadFile(filepath.Join(dir, manifestName))
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return m, fmt.Errorf("not a transaction directory: no %s in %s", manifestName, dir)
-		}
-		return m, fmt.Errorf("read transaction manifest: %w", err)
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("read transaction manifest %s: %w", filepath.Join(dir, manifestName), err)
-	}
-	if m.Version != manifestVersion {
-		return m, fmt.Errorf("transaction manifest %s has version %d; this program reads version %d", filepath.Join(dir, manifestName), m.Version, manifestVersion)
-	}
-	switch m.State {
-	case StateOpen, StateCommitting, StateCommitted, StateDiscarded:
-	default:
-		return m, fmt.Errorf("transaction manifest %s has an unknown state %q", filepath.Join(dir, manifestName), m.State)
-	}
-	if !filepath.IsAbs(m.Workspace) {
-		return m, fmt.Errorf("transaction manifest %s names a workspace that is not absolute: %q", filepath.Join(dir, manifestName), m.Workspace)
-	}
-	return m, nil
+// session is the transaction directory opened, without following a
+// symlink, with its verified document.
+type session struct {
+	t   *Tx
+	fd  int
+	key []byte
+	doc document
 }
 
-// writeState rewrites the manifest atomically (temporary file, fsync,
-// rename, fsync of the directory) with the given state.
-func (t *Tx) writeState(state string) error {
-	m := manifest{
-		Version:        manifestVersion,
-		Workspace:      t.workspace,
-		Started:        t.started.Format(time.RFC3339Nano),
-		StartedCtimeNs: t.startedCtimeNs,
-		State:          state,
-	}
-	data, err := json.MarshalIndent(m, "", "  ")
+// begin opens the transaction's directory and reads its document, and
+// updates t from it.
+func (t *Tx) begin() (*session, error) {
+	fd, err := openNoSymlinks(t.dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
-		return fmt.Errorf("write transaction manifest: %w", err)
+		return nil, fmt.Errorf("open transaction %s: %w", t.dir, err)
 	}
-	data = append(data, '\n')
-	tmp, err := os.CreateTemp(t.dir, "."+manifestName+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write transaction manifest: %w", err)
+	s := &session{t: t, fd: fd}
+	if st, _ := statAtIfExists(fd, manifestName); st == nil {
+		s.close()
+		return nil, fmt.Errorf("not a transaction directory: no %s in %s", manifestName, t.dir)
 	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
+	if s.key, err = loadKey(false); err != nil {
+		s.close()
+		return nil, err
 	}
-	if closeErr := tmp.Close(); err == nil {
-		err = closeErr
+	if err := s.reload(); err != nil {
+		s.close()
+		return nil, err
 	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), t.manifestPath())
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("write transaction manifest %s: %w", t.manifestPath(), err)
-	}
-	if err := syncDir(t.dir); err != nil {
-		return fmt.Errorf("write transaction manifest %s: %w", t.manifestPath(), err)
-	}
-	t.state = state
-	return nil
+	return s, nil
 }
 
-// refreshState re-reads the manifest, so that a Tx whose transaction was
-// ended by another process does not act on it.
-func (t *Tx) refreshState() error {
-	m, err := readManifest(t.dir)
+func (s *session) close() { unix.Close(s.fd) }
+
+// reload reads the document again (another process may have changed its
+// state) and updates the Tx.
+func (s *session) reload() error {
+	d, err := readDocument(s.fd, s.t.dir, s.key)
 	if err != nil {
 		return err
 	}
-	t.state = m.State
-	return t.checkUsable()
+	s.doc = d
+	t := s.t
+	if t.workspace != "" && (d.Workspace != t.workspace || d.StartedCtimeNs != t.startedCtimeNs) {
+		return fmt.Errorf("%w: %s names another transaction than the one opened", ErrTampered, filepath.Join(t.dir, manifestName))
+	}
+	t.workspace, t.wsDev, t.wsIno = d.Workspace, d.WorkspaceDev, d.WorkspaceIno
+	t.startedCtimeNs, t.started = d.StartedCtimeNs, time.Unix(0, d.StartedCtimeNs).UTC()
+	t.state = d.State
+	return nil
+}
+
+// save writes the document with state and the seal upper, and whether a
+// command runs with writes the seal does not cover.
+func (s *session) save(state string, upper []stamp, running bool) error {
+	d := s.t.document(state, upper)
+	d.Running = running
+	if err := writeDocument(s.fd, d, s.key); err != nil {
+		return fmt.Errorf("write transaction manifest %s: %w", filepath.Join(s.t.dir, manifestName), err)
+	}
+	s.doc = d
+	s.t.state = state
+	return nil
 }
 
 // lock takes an exclusive, non-blocking flock on the transaction
 // directory for the duration of a Commit or Discard.
-func (t *Tx) lock() (unlock func(), err error) {
-	fd, err := unix.Open(t.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("lock transaction %s: %w", t.dir, err)
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		_ = unix.Close(fd)
+func (s *session) lock() error {
+	if err := unix.Flock(s.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("transaction %s is busy: a command runs in it, or another process is committing or discarding it", t.dir)
+			return fmt.Errorf("transaction %s is busy: a command runs in it, or another process is committing or discarding it", s.t.dir)
 		}
-		return nil, fmt.Errorf("lock transaction %s: %w", t.dir, err)
+		return fmt.Errorf("lock transaction %s: %w", s.t.dir, err)
 	}
-	return func() { _ = unix.Close(fd) }, nil
+	return nil
+}
+
+// openUpper opens the upper layer (a directory, never a symlink to one).
+func (s *session) openUpper() (int, error) {
+	fd, err := openDirAt(s.fd, upperName)
+	if err != nil {
+		return -1, fmt.Errorf("%w: the upper layer of %s: %v", ErrTampered, s.t.dir, err)
+	}
+	return fd, nil
+}
+
+// openWorkspace opens the workspace, refusing a symlink anywhere on its
+// path and a directory other than the one the transaction started on.
+func (s *session) openWorkspace() (int, error) {
+	fd, err := openNoSymlinks(s.t.workspace, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return -1, fmt.Errorf("workspace %s: %w (it must be the directory the transaction started on, reached without symlinks)", s.t.workspace, err)
+	}
+	st, err := fstat(fd)
+	if err == nil && (st.Dev != s.t.wsDev || st.Ino != s.t.wsIno) {
+		err = fmt.Errorf("workspace %s is not the directory the transaction started on (it was replaced since)", s.t.workspace)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// verifyIdle compares the upper layer with the seal unless a command of
+// the transaction runs (its writes are not sealed yet).
+func (s *session) verifyIdle(upperfd int) error {
+	if err := unix.Flock(s.fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil // a command runs in it, or a commit or discard
+	}
+	defer unix.Flock(s.fd, unix.LOCK_UN)
+	return s.verify(upperfd, false)
+}
+
+// Hold marks the transaction in use by a command. It returns the
+// directory, opened with a shared flock that Commit and Discard (taking
+// it exclusive) refuse to wait for, so that the upper layer is never moved
+// into the workspace while a command writes to it: the lock lasts while
+// the directory is open in any process, and the sandbox hands it to the
+// runner's own processes, which outlive the command's overlay. When no
+// other command of the transaction runs, Hold first checks the upper
+// layer against the seal (an error wrapping ErrTampered when it differs).
+// It fails when the transaction is not open as its document says now, or
+// is being committed or discarded.
+func (t *Tx) Hold() (*Hold, error) {
+	s, err := t.begin()
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	var upperfd, workfd = -1, -1
+	defer func() {
+		if !ok {
+			for _, fd := range []int{upperfd, workfd} {
+				if fd >= 0 {
+					unix.Close(fd)
+				}
+			}
+			s.close()
+		}
+	}()
+	sole := unix.Flock(s.fd, unix.LOCK_EX|unix.LOCK_NB) == nil
+	if !sole {
+		if err := unix.Flock(s.fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("transaction %s is busy: it is being committed or discarded", t.dir)
+			}
+			return nil, fmt.Errorf("transaction %s: %w", t.dir, err)
+		}
+	}
+	if err := s.reload(); err != nil {
+		return nil, err
+	}
+	if s.doc.State != StateOpen {
+		return nil, fmt.Errorf("transaction %s is %s: a command cannot run in it (commit it again to finish)", t.dir, s.doc.State)
+	}
+	if upperfd, err = s.openUpper(); err != nil {
+		return nil, err
+	}
+	if sole {
+		if err := s.verify(upperfd, false); err != nil {
+			return nil, err
+		}
+		if !s.doc.Running {
+			if err := s.save(s.doc.State, s.doc.Upper, true); err != nil {
+				return nil, err
+			}
+		}
+		// Now shared, like every other command's (not atomic: a commit
+		// may take the lock in between, and then this command waits for
+		// nothing and fails).
+		if err := unix.Flock(s.fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
+			return nil, fmt.Errorf("transaction %s is busy: it is being committed or discarded", t.dir)
+		}
+	}
+	if workfd, err = openAt(s.fd, workName, unix.O_PATH|unix.O_DIRECTORY); err != nil {
+		return nil, fmt.Errorf("%w: the work directory of %s: %v", ErrTampered, t.dir, err)
+	}
+	files := []*os.File{
+		os.NewFile(uintptr(s.fd), t.dir),
+		os.NewFile(uintptr(upperfd), filepath.Join(t.dir, upperName)),
+		os.NewFile(uintptr(workfd), filepath.Join(t.dir, workName)),
+	}
+	h := &Hold{files: files}
+	h.release = func(seal bool) error {
+		var err error
+		if seal {
+			err = s.seal(upperfd)
+		}
+		for _, f := range files {
+			f.Close()
+		}
+		return err
+	}
+	ok = true
+	return h, nil
+}
+
+// seal records the upper layer upperfd as the transaction's last command
+// left it. Sealers take turns (a flock on the upper layer), so the last
+// one to end writes the seal that covers every command's writes.
+func (s *session) seal(upperfd int) error {
+	if err := unix.Flock(upperfd, unix.LOCK_EX); err != nil {
+		return fmt.Errorf("seal transaction %s: %w", s.t.dir, err)
+	}
+	defer unix.Flock(upperfd, unix.LOCK_UN)
+	if err := s.reload(); err != nil {
+		return fmt.Errorf("seal transaction %s: %w", s.t.dir, err)
+	}
+	list, err := sealUpper(upperfd)
+	if err == nil {
+		err = linksInside(list)
+	}
+	if err != nil {
+		return fmt.Errorf("seal transaction %s: %w", s.t.dir, err)
+	}
+	// The last command to end clears Running: only then does the seal
+	// cover every command's writes. (Our own lock is shared; it becomes
+	// exclusive only if no other command holds the transaction.)
+	last := unix.Flock(s.fd, unix.LOCK_EX|unix.LOCK_NB) == nil
+	err = s.save(s.doc.State, list, !last)
+	if last {
+		unix.Flock(s.fd, unix.LOCK_SH)
+	}
+	return err
+}
+
+// verify compares the upper layer upperfd with the seal (see verifyUpper),
+// naming a command that ended without its supervisor as such.
+func (s *session) verify(upperfd int, resuming bool) error {
+	err := verifyUpper(upperfd, s.doc.Upper, resuming)
+	if err != nil && s.doc.Running {
+		return fmt.Errorf("transaction %s: %w (a command of it did not end under its supervisor — its harness killed? — so what it wrote was never sealed and cannot be committed: discard the transaction)", s.t.dir, err)
+	}
+	if err != nil {
+		return fmt.Errorf("transaction %s: %w", s.t.dir, err)
+	}
+	return nil
 }
 
 // Changes lists what the upper layer changes in the workspace, sorted by
-// path.
+// path. When no command of the transaction runs, the upper layer must
+// match its seal (an error wrapping ErrTampered otherwise).
 func (t *Tx) Changes() ([]Change, error) {
 	if err := t.checkUsable(); err != nil {
 		return nil, err
 	}
+	s, err := t.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	if err := t.checkUsable(); err != nil {
+		return nil, err
+	}
+	v, err := s.openView()
+	if err != nil {
+		return nil, err
+	}
+	defer v.close()
+	if err := s.verifyIdle(v.upper); err != nil {
+		return nil, err
+	}
+	return v.changes()
+}
+
+// view is the upper layer and the workspace, opened side by side.
+type view struct {
+	t         *Tx
+	upper, ws int
+}
+
+func (s *session) openView() (*view, error) {
+	upper, err := s.openUpper()
+	if err != nil {
+		return nil, err
+	}
+	ws, err := s.openWorkspace()
+	if err != nil {
+		unix.Close(upper)
+		return nil, err
+	}
+	return &view{t: s.t, upper: upper, ws: ws}, nil
+}
+
+func (v *view) close() {
+	unix.Close(v.upper)
+	unix.Close(v.ws)
+}
+
+func (v *view) changes() ([]Change, error) {
 	var list []Change
-	if err := t.collectChanges("", false, &list); err != nil {
+	if err := v.collectChanges(v.upper, v.ws, "", &list); err != nil {
 		return nil, err
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Path < list[j].Path })
 	return list, nil
 }
 
-// upperEntry is one entry of the upper layer: its path relative to the
-// layer, its path in the layer and in the workspace, and its lstat.
-type upperEntry struct {
-	rel, upper, real string
-	st               *unix.Stat_t
-}
-
-// readUpperDir lists the entries of the upper directory rel, each
-// lstat-ed; what prefixes the errors.
-func (t *Tx) readUpperDir(rel, what string) ([]upperEntry, error) {
-	entries, err := os.ReadDir(filepath.Join(t.UpperDir(), rel))
+// collectChanges appends the changes under the upper directory upperfd
+// (rel in the layer) against the workspace directory wsfd; wsfd is -1
+// under a directory that replaces (or adds to) the workspace wholesale:
+// nothing in the workspace shows through there.
+func (v *view) collectChanges(upperfd, wsfd int, rel string, list *[]Change) error {
+	names, err := listDir(upperfd)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("list changes: %w", err)
 	}
-	out := make([]upperEntry, 0, len(entries))
-	for _, e := range entries {
-		childRel := filepath.Join(rel, e.Name())
-		upperPath := filepath.Join(t.UpperDir(), childRel)
-		st, err := lstat(upperPath)
+	for _, name := range names {
+		childRel := joinRel(rel, name)
+		realPath := filepath.Join(v.t.workspace, childRel)
+		st, err := statAt(upperfd, name)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return fmt.Errorf("list changes: %w", err)
 		}
-		out = append(out, upperEntry{rel: childRel, upper: upperPath, real: filepath.Join(t.workspace, childRel), st: st})
-	}
-	return out, nil
-}
-
-// collectChanges appends the changes under the upper directory rel.
-// allCreated is set under a directory that replaces (or adds to) the
-// workspace wholesale: nothing in the workspace shows through there.
-func (t *Tx) collectChanges(rel string, allCreated bool, list *[]Change) error {
-	entries, err := t.readUpperDir(rel, "list changes")
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		childRel, upperPath, realPath, st := e.rel, e.upper, e.real, e.st
 		var realSt *unix.Stat_t
-		if !allCreated {
-			if realSt, err = lstatIfExists(realPath); err != nil {
+		if wsfd >= 0 {
+			if realSt, err = statAtIfExists(wsfd, name); err != nil {
 				return fmt.Errorf("list changes: %w", err)
 			}
 		}
@@ -403,21 +605,33 @@ func (t *Tx) collectChanges(rel string, allCreated bool, list *[]Change) error {
 		}
 		switch {
 		case c.Type == "dir":
-			merge := realSt != nil && isDir(realSt) && !isOpaque(upperPath)
-			if merge {
-				if st.Mode&0o7777 != realSt.Mode&0o7777 {
-					c.Op = "mode"
+			_, err := withDirAccess(upperfd, name, func(sub int) error {
+				merge := realSt != nil && isDir(realSt) && !isOpaqueFD(sub)
+				if merge {
+					if st.Mode&0o7777 != realSt.Mode&0o7777 {
+						c.Op = "mode"
+						*list = append(*list, c)
+					}
+				} else {
+					c.Op = "created"
+					if realSt != nil {
+						c.Op = "modified"
+					}
 					*list = append(*list, c)
 				}
-			} else {
-				c.Op = "created"
-				if realSt != nil {
-					c.Op = "modified"
+				wsSub := -1
+				if merge {
+					fd, err := openDirAt(wsfd, name)
+					if err != nil {
+						return err
+					}
+					defer unix.Close(fd)
+					wsSub = fd
 				}
-				*list = append(*list, c)
-			}
-			if err := t.collectChanges(childRel, !merge, list); err != nil {
-				return err
+				return v.collectChanges(sub, wsSub, childRel, list)
+			})
+			if err != nil {
+				return fmt.Errorf("list changes: %s: %w", childRel, err)
 			}
 		case realSt == nil:
 			c.Op = "created"
@@ -425,7 +639,7 @@ func (t *Tx) collectChanges(rel string, allCreated bool, list *[]Change) error {
 		default:
 			c.Op = "modified"
 			if c.Type == "file" && changes.TypeOf(realSt.Mode) == "file" && st.Mode&0o7777 != realSt.Mode&0o7777 && st.Size == realSt.Size {
-				same, err := sameContent(upperPath, realPath)
+				same, err := sameContentAt(upperfd, wsfd, name)
 				if err != nil {
 					return fmt.Errorf("list changes: %w", err)
 				}
@@ -439,34 +653,56 @@ func (t *Tx) collectChanges(rel string, allCreated bool, list *[]Change) error {
 	return nil
 }
 
-// Commit applies the upper layer to the workspace. It first checks every
-// entry and applies nothing if the workspace changed, since the
-// transaction started, at a path the transaction writes or removes: it
-// then returns a *ConflictError. Each applied entry leaves the upper
-// layer, so a Commit that was interrupted can be run again to finish.
+// Commit applies the upper layer to the workspace. It first checks the
+// upper layer against its seal (an error wrapping ErrTampered, nothing
+// applied, when anything else than the transaction's commands changed it)
+// and every entry against the workspace, and applies nothing if the
+// workspace changed, since the transaction started, at a path the
+// transaction writes or removes: it then returns a *ConflictError. The
+// upper layer is only read until every entry is applied, so a Commit that
+// was interrupted can be run again to finish.
 func (t *Tx) Commit() (CommitResult, error) {
 	var result CommitResult
 	if err := t.checkUsable(); err != nil {
 		return result, err
 	}
-	unlock, err := t.lock()
+	s, err := t.begin()
 	if err != nil {
 		return result, err
 	}
-	defer unlock()
-	if err := t.refreshState(); err != nil {
+	defer s.close()
+	if err := s.lock(); err != nil {
+		return result, err
+	}
+	if err := s.reload(); err != nil {
+		return result, err
+	}
+	if err := t.checkUsable(); err != nil {
 		return result, err
 	}
 	resuming := t.state == StateCommitting
+	v, err := s.openView()
+	if err != nil {
+		return result, err
+	}
+	defer v.close()
+	if err := s.verify(v.upper, resuming); err != nil {
+		return result, err
+	}
+	sealed := make(map[string]stamp, len(s.doc.Upper))
+	for _, st := range s.doc.Upper {
+		sealed[string(st.Path)] = st
+	}
+	a := &applier{v: v, sealed: sealed, result: &result, euid: os.Geteuid(), resuming: resuming}
 	if resuming {
 		// Our own trash from the interrupted run would look like
 		// concurrent changes to the conflict check: finish it first.
-		if err := t.finishJournal(); err != nil {
+		if err := a.finishJournal(s.fd); err != nil {
 			return result, err
 		}
 	}
 	conflicts := &ConflictError{Reasons: map[string]string{}}
-	if err := t.checkConflicts("", resuming, conflicts); err != nil {
+	if err := a.checkConflicts(v.upper, v.ws, "", conflicts); err != nil {
 		return result, err
 	}
 	if len(conflicts.Paths) > 0 {
@@ -474,105 +710,206 @@ func (t *Tx) Commit() (CommitResult, error) {
 		return result, conflicts
 	}
 	if !resuming {
-		if err := t.writeState(StateCommitting); err != nil {
+		if err := s.save(StateCommitting, s.doc.Upper, false); err != nil {
 			return result, err
 		}
 	}
-
-	a := &applier{tx: t, result: &result, euid: os.Geteuid()}
-	err = a.applyDir("")
+	a.dirfd = s.fd
+	err = a.applyDir(v.upper, v.ws, "")
 	if closeErr := a.closeJournal(); err == nil {
 		err = closeErr
 	}
 	if err != nil {
 		return result, fmt.Errorf("commit of transaction %s stopped (run Commit again to finish it): %w", t.dir, err)
 	}
-	if err := syncFilesystem(t.workspace); err != nil {
-		return result, fmt.Errorf("commit of transaction %s: %w", t.dir, err)
+	if err := unix.Syncfs(v.ws); err != nil {
+		return result, fmt.Errorf("commit of transaction %s: sync %s: %w", t.dir, t.workspace, err)
 	}
-	for _, p := range []string{t.UpperDir(), t.WorkDir(), filepath.Join(t.dir, journalName)} {
-		if err := forceRemoveAll(p); err != nil {
+	for _, name := range []string{upperName, workName, journalName} {
+		if err := removeAllAt(s.fd, name); err != nil {
 			return result, fmt.Errorf("commit of transaction %s: clean up: %w", t.dir, err)
 		}
 	}
-	if err := t.writeState(StateCommitted); err != nil {
+	if err := s.save(StateCommitted, nil, false); err != nil {
 		return result, err
 	}
 	return result, nil
 }
 
-// checkConflicts adds to c the upper entries under rel whose workspace
-// counterpart changed since the transaction started. When resuming an
-// interrupted commit the directories' ctimes are ignored: applying
-// entries changed them.
-func (t *Tx) checkConflicts(rel string, resuming bool, c *ConflictError) error {
-	entries, err := t.readUpperDir(rel, "check for conflicts")
+// applier checks and applies the upper layer to the workspace, parents
+// before children, from the entries' sealed stamps: a live entry that
+// differs from its stamp stops the commit.
+type applier struct {
+	v        *view
+	sealed   map[string]stamp
+	result   *CommitResult
+	euid     int
+	resuming bool
+	dirfd    int // the transaction directory (for the journal)
+	journal  *os.File
+	entries  int
+}
+
+// entry is one entry of an upper directory: its name, path relative to
+// the layer, workspace path and sealed stamp.
+type entry struct {
+	name, rel, real string
+	st              *unix.Stat_t
+}
+
+// readUpper lists the upper directory upperfd (rel in the layer), each
+// entry lstat-ed and checked against its seal.
+func (a *applier) readUpper(upperfd int, rel string) ([]entry, error) {
+	names, err := listDir(upperfd)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, e := range entries {
-		childRel, upperPath, realPath, st := e.rel, e.upper, e.real, e.st
-		// A redirect (a renamed directory) or a metacopy (a file whose data
-		// is still in the lower layer) points into the workspace: applying
-		// the entry alone would lose data, so refuse rather than guess.
-		for _, name := range []string{"redirect", "metacopy"} {
-			if hasOverlayXattr(upperPath, name) {
-				return fmt.Errorf("cannot commit %s: the upper layer has an overlay %s entry there (mount the overlay with redirect_dir=off,metacopy=off)", realPath, name)
-			}
-		}
-		realSt, err := lstatIfExists(realPath)
+	sort.Strings(names)
+	out := make([]entry, 0, len(names))
+	for _, name := range names {
+		childRel := joinRel(rel, name)
+		st, err := a.checkedStat(upperfd, name, childRel)
 		if err != nil {
-			return fmt.Errorf("check for conflicts: %w", err)
+			return nil, err
 		}
-		switch {
-		case isWhiteout(st):
+		out = append(out, entry{name: name, rel: childRel, real: filepath.Join(a.v.t.workspace, childRel), st: st})
+	}
+	return out, nil
+}
+
+// checkedStat lstats name in upperfd and compares it with its seal.
+func (a *applier) checkedStat(upperfd int, name, rel string) (*unix.Stat_t, error) {
+	st, err := statAt(upperfd, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.check(rel, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (a *applier) check(rel string, st *unix.Stat_t) error {
+	sealed, ok := a.sealed[rel]
+	live := stampOf(rel, st)
+	if isDir(st) {
+		live.Xattrs = sealed.Xattrs // checked with the listing (verifyUpper)
+	}
+	if !ok || !live.sameAs(sealed, a.resuming) {
+		return fmt.Errorf("%w: %s changed while it was being committed", ErrTampered, filepath.Join(a.v.t.workspace, rel))
+	}
+	return nil
+}
+
+// checkConflicts adds to c the upper entries under upperfd whose
+// workspace counterpart (under wsfd, -1 when absent) changed since the
+// transaction started. When resuming an interrupted commit the
+// directories' ctimes are ignored: applying entries changed them.
+func (a *applier) checkConflicts(upperfd, wsfd int, rel string, c *ConflictError) error {
+	entries, err := a.readUpper(upperfd, rel)
+	if err != nil {
+		return fmt.Errorf("check for conflicts: %w", err)
+	}
+	t := a.v.t
+	for _, e := range entries {
+		var realSt *unix.Stat_t
+		if wsfd >= 0 {
+			if realSt, err = statAtIfExists(wsfd, e.name); err != nil {
+				return fmt.Errorf("check for conflicts: %w", err)
+			}
+		}
+		if isWhiteout(e.st) {
 			if realSt != nil {
-				if err := t.checkUntouched(realPath, realSt, resuming, c); err != nil {
+				if err := a.checkUntouched(wsfd, e.name, e.real, realSt, c); err != nil {
 					return err
 				}
 			}
-		case isDir(st):
+			continue
+		}
+		if !isDir(e.st) {
+			if e.st.Mode&unix.S_IFMT == unix.S_IFREG {
+				// A metacopy file keeps its data in the lower layer:
+				// applying the entry alone would lose it.
+				if err := a.refuseRedirect(upperfd, e); err != nil {
+					return err
+				}
+			}
 			switch {
 			case realSt == nil:
-				if err := t.checkRemoved(upperPath, realPath, resuming, c); err != nil {
-					return err
-				}
-			case isOpaque(upperPath):
-				if err := t.checkUntouched(realPath, realSt, resuming, c); err != nil {
-					return err
-				}
-			case !isDir(realSt):
-				c.add(realPath, "no longer a directory")
-			case !resuming && ctimeNs(realSt) >= t.startedCtimeNs:
-				c.add(realPath, "changed since the transaction started")
-			}
-			if err := t.checkConflicts(childRel, resuming, c); err != nil {
-				return err
-			}
-		default:
-			switch {
-			case realSt == nil:
-				if err := t.checkRemoved(upperPath, realPath, resuming, c); err != nil {
+				if err := a.checkRemoved(upperfd, wsfd, e, c); err != nil {
 					return err
 				}
 			case isDir(realSt):
 				// The command replaced a directory by a file.
-				if err := t.checkUntouched(realPath, realSt, resuming, c); err != nil {
+				if err := a.checkUntouched(wsfd, e.name, e.real, realSt, c); err != nil {
 					return err
 				}
 			case ctimeNs(realSt) >= t.startedCtimeNs:
-				if resuming {
-					// An interrupted commit may have copied this entry
-					// into place without removing it from upper yet.
-					if same, err := sameEntry(upperPath, st, realPath, realSt); err != nil {
+				if a.resuming {
+					// An interrupted commit may have applied this entry
+					// already.
+					if same, err := sameEntry(upperfd, wsfd, e.name, e.st, realSt); err != nil {
 						return fmt.Errorf("check for conflicts: %w", err)
 					} else if same {
 						continue
 					}
 				}
-				c.add(realPath, "changed since the transaction started")
+				c.add(e.real, "changed since the transaction started")
 			}
+			continue
 		}
+		_, err := withDirAccess(upperfd, e.name, func(sub int) error {
+			// A redirect (a renamed directory) points into the
+			// workspace: applying the entry alone would lose data, so
+			// refuse rather than guess.
+			if hasOverlayXattrFD(sub, "redirect") {
+				return fmt.Errorf("cannot commit %s: the upper layer has an overlay redirect entry there (mount the overlay with redirect_dir=off,metacopy=off)", e.real)
+			}
+			wsSub := -1
+			switch {
+			case realSt == nil:
+				if err := a.checkRemoved(upperfd, wsfd, e, c); err != nil {
+					return err
+				}
+			case isOpaqueFD(sub):
+				// (A resumed commit may have filled it already.)
+				if !a.resuming {
+					if err := a.checkUntouched(wsfd, e.name, e.real, realSt, c); err != nil {
+						return err
+					}
+				}
+			case !isDir(realSt):
+				c.add(e.real, "no longer a directory")
+			default:
+				if !a.resuming && ctimeNs(realSt) >= t.startedCtimeNs {
+					c.add(e.real, "changed since the transaction started")
+				}
+				fd, err := openDirAt(wsfd, e.name)
+				if err != nil {
+					return fmt.Errorf("check for conflicts: %w", err)
+				}
+				defer unix.Close(fd)
+				wsSub = fd
+			}
+			return a.checkConflicts(sub, wsSub, e.rel, c)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refuseRedirect refuses a metacopy file (its data is still in the lower
+// layer).
+func (a *applier) refuseRedirect(upperfd int, e entry) error {
+	f, err := openFileForRead(upperfd, e.name)
+	if err != nil {
+		return fmt.Errorf("check for conflicts: %w", err)
+	}
+	defer f.Close()
+	if hasOverlayXattrFD(int(f.Fd()), "metacopy") {
+		return fmt.Errorf("cannot commit %s: the upper layer has an overlay metacopy entry there (mount the overlay with redirect_dir=off,metacopy=off)", e.real)
 	}
 	return nil
 }
@@ -585,47 +922,72 @@ func (t *Tx) checkConflicts(rel string, resuming bool, c *ConflictError) error {
 // the directory's ctime): otherwise the path did not exist then, and the
 // command moved the file there. An interrupted commit changed directories
 // itself, so on resume the rule cannot tell and is skipped.
-func (t *Tx) checkRemoved(upperPath, realPath string, resuming bool, c *ConflictError) error {
-	if resuming || !hasOverlayXattr(upperPath, "origin") {
+func (a *applier) checkRemoved(upperfd, wsfd int, e entry, c *ConflictError) error {
+	if a.resuming || wsfd < 0 {
+		// (An absent parent is judged at the parent's own upper entry.)
 		return nil
 	}
-	parentSt, err := lstatIfExists(filepath.Dir(realPath))
+	origin := false
+	switch e.st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		f, err := openFileForRead(upperfd, e.name)
+		if err != nil {
+			return fmt.Errorf("check for conflicts: %w", err)
+		}
+		origin = hasOverlayXattrFD(int(f.Fd()), "origin")
+		f.Close()
+	case unix.S_IFDIR:
+		if _, err := withDirAccess(upperfd, e.name, func(fd int) error {
+			origin = hasOverlayXattrFD(fd, "origin")
+			return nil
+		}); err != nil {
+			return fmt.Errorf("check for conflicts: %w", err)
+		}
+	}
+	if !origin {
+		return nil
+	}
+	parentSt, err := fstat(wsfd)
 	if err != nil {
 		return fmt.Errorf("check for conflicts: %w", err)
 	}
-	// An absent parent is judged at the parent's own upper entry.
-	if parentSt != nil && ctimeNs(parentSt) >= t.startedCtimeNs {
-		c.add(realPath, "removed since the transaction started")
+	if ctimeNs(parentSt) >= a.v.t.startedCtimeNs {
+		c.add(e.real, "removed since the transaction started")
 	}
 	return nil
 }
 
-// checkUntouched adds a conflict for path, or for any entry under it when
-// it is a directory, whose ctime is at or after the transaction's start:
-// the transaction is about to remove it all.
-func (t *Tx) checkUntouched(path string, st *unix.Stat_t, resuming bool, c *ConflictError) error {
-	if !isDir(st) {
-		if ctimeNs(st) >= t.startedCtimeNs {
+// checkUntouched adds a conflict for name in wsfd (path), or for any
+// entry under it when it is a directory, whose ctime is at or after the
+// transaction's start: the transaction is about to remove it all.
+func (a *applier) checkUntouched(wsfd int, name, path string, st *unix.Stat_t, c *ConflictError) error {
+	if !isDir(st) || !a.resuming {
+		if ctimeNs(st) >= a.v.t.startedCtimeNs {
 			c.add(path, "changed since the transaction started")
 		}
+	}
+	if !isDir(st) {
 		return nil
 	}
-	return filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+	fd, err := openDirAt(wsfd, name)
+	if err != nil {
+		return fmt.Errorf("check for conflicts: %w", err)
+	}
+	defer unix.Close(fd)
+	names, err := listDir(fd)
+	if err != nil {
+		return fmt.Errorf("check for conflicts: %s: %w", path, err)
+	}
+	for _, n := range names {
+		est, err := statAt(fd, n)
 		if err != nil {
 			return fmt.Errorf("check for conflicts: %w", err)
 		}
-		if d.IsDir() && resuming {
-			return nil
+		if err := a.checkUntouched(fd, n, filepath.Join(path, n), est, c); err != nil {
+			return err
 		}
-		est, err := lstat(p)
-		if err != nil {
-			return fmt.Errorf("check for conflicts: %w", err)
-		}
-		if ctimeNs(est) >= t.startedCtimeNs {
-			c.add(p, "changed since the transaction started")
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 func (c *ConflictError) add(path, reason string) {
@@ -636,39 +998,31 @@ func (c *ConflictError) add(path, reason string) {
 	c.Reasons[path] = reason
 }
 
-// applier applies the upper layer to the workspace, parents before
-// children, removing each applied entry from the upper layer.
-type applier struct {
-	tx      *Tx
-	result  *CommitResult
-	euid    int
-	journal *os.File
-	entries int
-}
-
-func (a *applier) applyDir(rel string) error {
-	t := a.tx
-	entries, err := t.readUpperDir(rel, "apply")
+// applyDir applies the entries of the upper directory upperfd to the
+// workspace directory wsfd.
+func (a *applier) applyDir(upperfd, wsfd int, rel string) error {
+	entries, err := a.readUpper(upperfd, rel)
 	if err != nil {
-		return err
+		return fmt.Errorf("apply: %w", err)
 	}
 	for _, e := range entries {
 		a.entries++
-		if t.stopAfterEntries > 0 && a.entries > t.stopAfterEntries {
+		if t := a.v.t; t.stopAfterEntries > 0 && a.entries > t.stopAfterEntries {
 			return errInterrupted
 		}
-		childRel, upperPath, realPath, st := e.rel, e.upper, e.real, e.st
-		switch {
-		case isWhiteout(st):
-			err = a.applyWhiteout(upperPath, realPath)
-		case isDir(st):
-			err = a.applyDirEntry(childRel, upperPath, realPath, st)
-		case st.Mode&unix.S_IFMT == unix.S_IFREG, st.Mode&unix.S_IFMT == unix.S_IFLNK, st.Mode&unix.S_IFMT == unix.S_IFIFO:
-			err = a.applyLeaf(upperPath, realPath, st)
+		switch e.st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			err = a.applyDirEntry(upperfd, wsfd, e)
+		case unix.S_IFREG, unix.S_IFLNK, unix.S_IFIFO:
+			err = a.applyLeaf(upperfd, wsfd, e)
 		default:
+			if isWhiteout(e.st) {
+				err = a.applyWhiteout(wsfd, e)
+				break
+			}
 			// Device nodes and sockets are not something a workspace
 			// should receive from a sandboxed command.
-			a.result.Skipped = append(a.result.Skipped, childRel)
+			a.result.Skipped = append(a.result.Skipped, e.rel)
 		}
 		if err != nil {
 			return err
@@ -677,296 +1031,316 @@ func (a *applier) applyDir(rel string) error {
 	return nil
 }
 
-func (a *applier) applyWhiteout(upperPath, realPath string) error {
-	realSt, err := lstatIfExists(realPath)
+func (a *applier) applyWhiteout(wsfd int, e entry) error {
+	realSt, err := statAtIfExists(wsfd, e.name)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
 	if realSt != nil {
-		if err := a.trash(realPath); err != nil {
+		if err := a.trash(wsfd, e.name, e.rel); err != nil {
 			return err
 		}
 		a.result.Removed++
 	}
-	if err := os.Remove(upperPath); err != nil {
-		return fmt.Errorf("apply: %w", err)
-	}
 	return nil
 }
 
-func (a *applier) applyDirEntry(rel, upperPath, realPath string, st *unix.Stat_t) error {
-	realSt, err := lstatIfExists(realPath)
+func (a *applier) applyDirEntry(upperfd, wsfd int, e entry) error {
+	realSt, err := statAtIfExists(wsfd, e.name)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	wantMode, err := a.makeUpperDirWritable(upperPath, st)
-	if err != nil {
-		return err
-	}
-	changed := false
-	if isOpaque(upperPath) {
-		if realSt != nil && isDir(realSt) {
-			names, err := readDirNames(realPath)
-			if err != nil {
-				return fmt.Errorf("apply: %w", err)
-			}
-			for _, name := range names {
-				if err := a.trash(filepath.Join(realPath, name)); err != nil {
+	wantMode := e.st.Mode & 0o7777 &^ unix.S_ISUID
+	_, err = withDirAccess(upperfd, e.name, func(sub int) error {
+		changed := false
+		if isOpaqueFD(sub) && realSt != nil {
+			if isDir(realSt) {
+				fd, err := openDirAt(wsfd, e.name)
+				if err != nil {
+					return fmt.Errorf("apply: %w", err)
+				}
+				names, err := listDir(fd)
+				if err == nil {
+					for _, name := range names {
+						if err = a.trash(fd, name, joinRel(e.rel, name)); err != nil {
+							break
+						}
+						a.result.Removed++
+					}
+				}
+				unix.Close(fd)
+				if err != nil {
+					return err
+				}
+			} else {
+				if err := a.trash(wsfd, e.name, e.rel); err != nil {
 					return err
 				}
 				a.result.Removed++
+				realSt = nil
 			}
-		} else if realSt != nil {
-			if err := a.trash(realPath); err != nil {
-				return err
-			}
-			a.result.Removed++
-			realSt = nil
+			changed = true
 		}
-		// From here on the directory is an ordinary merge directory, so
-		// an interrupted commit resumes by merging into the (now empty)
-		// workspace directory.
-		for _, prefix := range overlayXattrPrefixes {
-			if err := unix.Lremovexattr(upperPath, prefix+"opaque"); err != nil && !isNoXattr(err) {
-				return fmt.Errorf("apply: remove opaque mark of %s: %w", upperPath, err)
-			}
+		if realSt != nil && !isDir(realSt) {
+			// checkConflicts refuses this; the workspace changed meanwhile.
+			return fmt.Errorf("apply: %s is no longer a directory", e.real)
 		}
-		changed = true
-	}
-	if realSt != nil && !isDir(realSt) {
-		// checkConflicts refuses this; the workspace changed meanwhile.
-		return fmt.Errorf("apply: %s is no longer a directory", realPath)
-	}
-	created := realSt == nil
-	if created {
-		if err := os.Mkdir(realPath, 0o700); err != nil {
+		if realSt == nil {
+			if err := unix.Mkdirat(wsfd, e.name, 0o700); err != nil {
+				return fmt.Errorf("apply: %w", &fs.PathError{Op: "mkdir", Path: e.real, Err: err})
+			}
+			changed = true
+		}
+		wsSub, err := openDirAt(wsfd, e.name)
+		if err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
-		if realSt, err = lstat(realPath); err != nil {
+		defer unix.Close(wsSub)
+		subSt, err := fstat(wsSub)
+		if err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
-		a.chownLike(realPath, st)
-		changed = true
-	}
-	// Filling a directory needs write and search permission on it.
-	if realSt.Mode&0o300 != 0o300 && a.euid != 0 {
-		if err := os.Chmod(realPath, os.FileMode(realSt.Mode&0o777|0o700)); err != nil {
-			return fmt.Errorf("apply: %w", err)
+		if realSt == nil {
+			a.chownLike(wsSub, e.st)
 		}
-	}
-	if err := a.applyDir(rel); err != nil {
-		return err
-	}
-	if realSt.Mode&0o7777 != wantMode {
-		changed = true
-	}
-	if err := unix.Fchmodat(unix.AT_FDCWD, realPath, wantMode, 0); err != nil {
-		return fmt.Errorf("apply: chmod %s: %w", realPath, err)
-	}
-	times := []unix.Timespec{st.Atim, st.Mtim}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, realPath, times, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("apply: set times of %s: %w", realPath, err)
-	}
-	if changed {
-		a.result.Applied++
-	}
-	// Skipped entries (device nodes, sockets) keep a directory non-empty;
-	// Commit removes what remains of the upper layer at the end.
-	if err := unix.Rmdir(upperPath); err != nil && !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("apply: remove %s: %w", upperPath, err)
-	}
-	return nil
+		// Filling a directory needs write and search permission on it.
+		if subSt.Mode&0o300 != 0o300 && a.euid != 0 {
+			if err := unix.Fchmod(wsSub, subSt.Mode&0o777|0o700); err != nil {
+				return fmt.Errorf("apply: chmod %s: %w", e.real, err)
+			}
+		}
+		if err := a.applyDir(sub, wsSub, e.rel); err != nil {
+			return err
+		}
+		if subSt.Mode&0o7777 != wantMode {
+			changed = true
+		}
+		if err := unix.Fchmod(wsSub, wantMode); err != nil {
+			return fmt.Errorf("apply: chmod %s: %w", e.real, err)
+		}
+		if err := unix.UtimesNano(procPath(wsSub), []unix.Timespec{e.st.Atim, e.st.Mtim}); err != nil {
+			return fmt.Errorf("apply: set times of %s: %w", e.real, err)
+		}
+		if changed {
+			a.result.Applied++
+		}
+		return nil
+	})
+	return err
 }
 
-// savedModeXattr keeps the mode of an upper directory that Commit had to
-// make writable (to move its entries out), so that a resumed commit still
-// gives the workspace directory the mode the command left.
-const savedModeXattr = "user.dsh-tx.mode"
-
-// makeUpperDirWritable returns the mode the workspace directory must end
-// with, after giving an unprivileged owner write and search permission on
-// the upper directory (root needs none).
-func (a *applier) makeUpperDirWritable(upperPath string, st *unix.Stat_t) (uint32, error) {
-	wantMode := st.Mode & 0o7777
-	if saved, err := getXattr(upperPath, savedModeXattr); err == nil {
-		if mode, err := strconv.ParseUint(string(saved), 8, 32); err == nil {
-			wantMode = uint32(mode) & 0o7777
-		}
-	}
-	if a.euid == 0 || st.Mode&0o700 == 0o700 {
-		return wantMode, nil
-	}
-	// Best effort: without user xattrs only a resumed commit loses the mode.
-	_ = unix.Lsetxattr(upperPath, savedModeXattr, []byte(strconv.FormatUint(uint64(wantMode), 8)), 0)
-	if err := unix.Fchmodat(unix.AT_FDCWD, upperPath, st.Mode&0o7777|0o700, 0); err != nil {
-		return 0, fmt.Errorf("apply: chmod %s: %w", upperPath, err)
-	}
-	return wantMode, nil
-}
-
-// applyLeaf moves a file, symlink or FIFO into the workspace: a rename
-// when the upper layer is on the workspace's filesystem (atomic and
-// without copying), else a copy to a temporary name next to it and a
-// rename.
-func (a *applier) applyLeaf(upperPath, realPath string, st *unix.Stat_t) error {
-	realSt, err := lstatIfExists(realPath)
+// applyLeaf writes a file, symlink or FIFO of the upper layer to a
+// journaled temporary name in its workspace directory, then renames it
+// into place (one atomic step for a reader of the workspace). The upper
+// entry is read through one descriptor and checked against its seal
+// before and after.
+func (a *applier) applyLeaf(upperfd, wsfd int, e entry) error {
+	realSt, err := statAtIfExists(wsfd, e.name)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
+	if a.resuming && realSt != nil && !isDir(realSt) {
+		if same, err := sameEntry(upperfd, wsfd, e.name, e.st, realSt); err == nil && same {
+			return nil // applied before the interruption
+		}
+	}
 	if realSt != nil && isDir(realSt) {
-		if err := a.trash(realPath); err != nil {
+		if err := a.trash(wsfd, e.name, e.rel); err != nil {
 			return err
 		}
 		a.result.Removed++
 	}
-	// The workspace must not inherit overlay metadata: it would confuse a
-	// later overlay that uses it as a lower layer.
-	if err := removeOverlayXattrs(upperPath); err != nil {
-		return fmt.Errorf("apply: %w", err)
+	// The temporary name is derived from the entry's, so that a commit
+	// resumed after a crash finds (and replaces) what it left, without a
+	// journal entry, and so an fsync, per file.
+	tmp := tempName(e.name)
+	if err := unix.Unlinkat(wsfd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("apply %s: %w", e.real, err)
 	}
-	err = unix.Rename(upperPath, realPath)
-	if errors.Is(err, unix.EXDEV) {
-		err = a.copyIntoPlace(upperPath, realPath, st)
-		if err == nil {
-			err = os.Remove(upperPath)
-		}
+	if err := a.writeTemp(upperfd, wsfd, e, tmp); err != nil {
+		_ = unix.Unlinkat(wsfd, tmp, 0)
+		return fmt.Errorf("apply %s: %w", e.real, err)
 	}
-	if err != nil {
-		return fmt.Errorf("apply %s: %w", realPath, err)
+	if err := unix.Renameat(wsfd, tmp, wsfd, e.name); err != nil {
+		_ = unix.Unlinkat(wsfd, tmp, 0)
+		return fmt.Errorf("apply %s: %w", e.real, err)
 	}
 	a.result.Applied++
 	return nil
 }
 
-// copyIntoPlace copies a file, symlink or FIFO into a journaled temporary
-// name in realPath's directory, then renames it over realPath.
-func (a *applier) copyIntoPlace(upperPath, realPath string, st *unix.Stat_t) error {
-	tmp, err := a.journaledName(filepath.Dir(realPath), tempPrefix)
-	if err != nil {
-		return err
-	}
+// writeTemp makes tmp in wsfd a copy of the upper entry e.
+func (a *applier) writeTemp(upperfd, wsfd int, e entry, tmp string) error {
+	st := e.st
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
-		target, err := os.Readlink(upperPath)
+		target, err := readlinkAt(upperfd, e.name)
 		if err != nil {
 			return err
 		}
-		if err := os.Symlink(target, tmp); err != nil {
+		if _, err := a.checkedStat(upperfd, e.name, e.rel); err != nil {
 			return err
 		}
-		a.chownLike(tmp, st)
-	case unix.S_IFIFO:
-		if err := unix.Mkfifo(tmp, st.Mode&0o777); err != nil {
-			return fmt.Errorf("mkfifo %s: %w", tmp, err)
+		if err := unix.Symlinkat(target, wsfd, tmp); err != nil {
+			return err
 		}
-		a.chownLike(tmp, st)
-		if err := unix.Fchmodat(unix.AT_FDCWD, tmp, st.Mode&0o7777, 0); err != nil {
-			return fmt.Errorf("chmod %s: %w", tmp, err)
+		if a.euid == 0 {
+			_ = unix.Fchownat(wsfd, tmp, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+		}
+	case unix.S_IFIFO:
+		if err := unix.Mkfifoat(wsfd, tmp, 0o600); err != nil {
+			return err
+		}
+		fd, err := openAt(wsfd, tmp, unix.O_PATH)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if a.euid == 0 {
+			_ = unix.Fchownat(fd, "", int(st.Uid), int(st.Gid), unix.AT_EMPTY_PATH)
+		}
+		if err := unix.Chmod(procPath(fd), st.Mode&0o777); err != nil {
+			return err
 		}
 	default:
-		if err := copyRegular(upperPath, tmp, st, a.euid == 0); err != nil {
-			_ = os.Remove(tmp)
+		if err := a.copyRegular(upperfd, wsfd, e, tmp); err != nil {
 			return err
 		}
 	}
-	times := []unix.Timespec{st.Atim, st.Mtim}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, tmp, times, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("set times of %s: %w", tmp, err)
-	}
-	return os.Rename(tmp, realPath)
+	return unix.UtimesNanoAt(wsfd, tmp, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-// copyRegular copies content, ownership (when root), mode and the
-// non-overlay xattrs of a regular file, and fsyncs it.
-func copyRegular(src, dst string, st *unix.Stat_t, asRoot bool) error {
-	in, err := os.Open(src)
+// tempName is the temporary name Commit writes the workspace entry name
+// under before renaming it into place.
+func tempName(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return tempPrefix + hex.EncodeToString(sum[:12])
+}
+
+// setidBits are the mode bits Commit never gives a regular file.
+const setidBits = unix.S_ISUID | unix.S_ISGID
+
+// copyRegular copies content, ownership (when root), mode and the xattrs
+// of a regular file (but overlay's and file capabilities), and checks the
+// source against its seal once copied: a file changed meanwhile stops the
+// commit.
+func (a *applier) copyRegular(upperfd, wsfd int, e entry, tmp string) error {
+	in, err := openFileForRead(upperfd, e.name)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err := a.checkFD(in, e.rel); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(wsfd, tmp, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, in)
-	if err == nil && asRoot {
-		err = out.Chown(int(st.Uid), int(st.Gid))
+	out := os.NewFile(uintptr(fd), tmp)
+	defer out.Close()
+	if _, err := io.Copy(out, in); err != nil {
+		return err
 	}
-	if err == nil {
-		// After the chown, which clears set-id bits.
-		err = unix.Fchmod(int(out.Fd()), st.Mode&0o7777)
+	st := e.st
+	if a.euid == 0 {
+		if err := out.Chown(int(st.Uid), int(st.Gid)); err != nil {
+			return err
+		}
 	}
-	if err == nil {
-		copyXattrs(src, dst)
-		err = out.Sync()
+	mode := st.Mode & 0o7777
+	if mode&setidBits != 0 {
+		mode &^= setidBits
+		a.result.Stripped = append(a.result.Stripped, e.rel)
 	}
-	if closeErr := out.Close(); err == nil {
-		err = closeErr
+	// After the chown, which clears set-id bits.
+	if err := unix.Fchmod(fd, mode); err != nil {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("copy %s to %s: %w", src, dst, err)
+	stripped := copyXattrs(int(in.Fd()), fd)
+	if stripped && mode == st.Mode&0o7777 {
+		a.result.Stripped = append(a.result.Stripped, e.rel)
 	}
-	return nil
+	return a.checkFD(in, e.rel)
 }
 
-// copyXattrs copies the extended attributes other than overlay's, as far
-// as the filesystem and our privileges allow: they are a nicety, not part
-// of what a transaction promises.
-func copyXattrs(src, dst string) {
-	for _, name := range listXattrs(src) {
+// checkFD compares the open upper file with its seal.
+func (a *applier) checkFD(f *os.File, rel string) error {
+	st, err := fstat(int(f.Fd()))
+	if err != nil {
+		return err
+	}
+	return a.check(rel, st)
+}
+
+// copyXattrs copies the extended attributes but overlay's and the file
+// capabilities (security.capability, which would elevate whoever runs
+// the file; reported as stripped), as far as the filesystem and our
+// privileges allow: the rest are a nicety, not part of what a transaction
+// promises.
+func copyXattrs(src, dst int) (strippedCaps bool) {
+	for _, name := range flistxattr(src) {
 		if isOverlayXattr(name) {
 			continue
 		}
-		value, err := getXattr(src, name)
+		if name == "security.capability" {
+			strippedCaps = true
+			continue
+		}
+		value, err := fgetxattr(src, name)
 		if err != nil {
 			continue
 		}
-		_ = unix.Lsetxattr(dst, name, value, 0)
+		_ = unix.Fsetxattr(dst, name, value, 0)
 	}
+	return strippedCaps
 }
 
-// chownLike gives path the owner of st, when we are root (an unprivileged
-// user owns everything it creates anyway). Failures are ignored: the
-// content is what the transaction promises.
-func (a *applier) chownLike(path string, st *unix.Stat_t) {
+// chownLike gives the open file fd the owner of st, when we are root (an
+// unprivileged user owns everything it creates anyway). Failures are
+// ignored: the content is what the transaction promises.
+func (a *applier) chownLike(fd int, st *unix.Stat_t) {
 	if a.euid == 0 {
-		_ = os.Lchown(path, int(st.Uid), int(st.Gid))
+		_ = unix.Fchown(fd, int(st.Uid), int(st.Gid))
 	}
 }
 
-// trash removes a workspace path by renaming it to a journaled trash name
-// in its directory (one atomic step) and then deleting the trash; an
-// interrupted commit finishes the deletion from the journal.
-func (a *applier) trash(path string) error {
-	trashPath, err := a.journaledName(filepath.Dir(path), trashPrefix)
+// trash removes name in wsfd (rel in the workspace) by renaming it to a
+// journaled trash name in its directory (one atomic step) and then
+// deleting the trash; an interrupted commit finishes the deletion from the
+// journal.
+func (a *applier) trash(wsfd int, name, rel string) error {
+	trashName, err := a.journaledName(rel, trashPrefix)
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(path, trashPath); err != nil {
-		return fmt.Errorf("apply: remove %s: %w", path, err)
+	if err := unix.Renameat(wsfd, name, wsfd, trashName); err != nil {
+		return fmt.Errorf("apply: remove %s: %w", filepath.Join(a.v.t.workspace, rel), err)
 	}
-	if err := forceRemoveAll(trashPath); err != nil {
-		return fmt.Errorf("apply: remove %s: %w", path, err)
+	if err := removeAllAt(wsfd, trashName); err != nil {
+		return fmt.Errorf("apply: remove %s: %w", filepath.Join(a.v.t.workspace, rel), err)
 	}
 	return nil
 }
 
-// journaledName picks a random name in dir and records it in the journal
-// (fsynced) before anything is created under it.
-func (a *applier) journaledName(dir, prefix string) (string, error) {
+// journaledName picks a random name next to rel (a path relative to the
+// workspace) and records it, relative to the workspace, in the journal
+// (fsynced) before anything is created under it. It returns the name.
+func (a *applier) journaledName(rel, prefix string) (string, error) {
 	var random [8]byte
 	if _, err := rand.Read(random[:]); err != nil {
 		return "", fmt.Errorf("apply: %w", err)
 	}
-	name := filepath.Join(dir, prefix+hex.EncodeToString(random[:]))
+	name := prefix + hex.EncodeToString(random[:])
 	if a.journal == nil {
-		f, err := os.OpenFile(filepath.Join(a.tx.dir, journalName), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		fd, err := unix.Openat(a.dirfd, journalName, unix.O_CREAT|unix.O_APPEND|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != nil {
 			return "", fmt.Errorf("apply: open journal: %w", err)
 		}
-		a.journal = f
+		a.journal = os.NewFile(uintptr(fd), journalName)
 	}
-	if _, err := a.journal.WriteString(strconv.Quote(name) + "\n"); err != nil {
+	line := strconv.Quote(filepath.Join(filepath.Dir(rel), name)) + "\n"
+	if _, err := a.journal.WriteString(line); err != nil {
 		return "", fmt.Errorf("apply: write journal: %w", err)
 	}
 	if err := a.journal.Sync(); err != nil {
@@ -989,39 +1363,62 @@ func (a *applier) closeJournal() error {
 
 // finishJournal deletes the trash and temporary files an interrupted
 // commit recorded, then the journal. It only deletes names this package
-// makes, inside the workspace, so a damaged journal cannot remove
-// anything else.
-func (t *Tx) finishJournal() error {
-	journalPath := filepath.Join(t.dir, journalName)
-	data, err := os.ReadFile(journalPath)
+// makes, beneath the workspace and without following a symlink, so a
+// damaged journal cannot remove anything else.
+func (a *applier) finishJournal(dirfd int) error {
+	fd, err := openAt(dirfd, journalName, unix.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read journal: %w", err)
 	}
+	f := os.NewFile(uintptr(fd), journalName)
+	data, err := io.ReadAll(io.LimitReader(f, maxDocumentBytes))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("read journal: %w", err)
+	}
 	scanner := bufio.NewScanner(bytes.NewReader(data))
 	scanner.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for scanner.Scan() {
-		path, err := strconv.Unquote(scanner.Text())
+		rel, err := strconv.Unquote(scanner.Text())
 		if err != nil {
 			continue // a line torn by a crash: nothing was created under it
 		}
-		base := filepath.Base(path)
-		if !strings.HasPrefix(base, trashPrefix) && !strings.HasPrefix(base, tempPrefix) || !modes.Within(path, t.workspace) {
-			return fmt.Errorf("journal %s names an unexpected path %q", journalPath, path)
+		base := filepath.Base(rel)
+		if !strings.HasPrefix(base, trashPrefix) || !filepath.IsLocal(rel) {
+			return fmt.Errorf("journal of %s names an unexpected path %q", a.v.t.dir, rel)
 		}
-		if err := forceRemoveAll(path); err != nil {
-			return fmt.Errorf("finish removing %s: %w", path, err)
+		if err := removeBeneath(a.v.ws, rel); err != nil {
+			return fmt.Errorf("finish removing %s: %w", rel, err)
 		}
 	}
 	if err := scanner.Err(); err != nil {
 		return fmt.Errorf("read journal: %w", err)
 	}
-	if err := os.Remove(journalPath); err != nil {
+	if err := unix.Unlinkat(dirfd, journalName, 0); err != nil {
 		return fmt.Errorf("remove journal: %w", err)
 	}
 	return nil
+}
+
+// removeBeneath removes rel (and all under it) beneath the directory
+// dirfd, following no symlink; a missing parent means nothing to remove.
+func removeBeneath(dirfd int, rel string) error {
+	dir := filepath.Dir(rel)
+	if dir == "." {
+		return removeAllAt(dirfd, rel)
+	}
+	p, err := openBeneath(dirfd, dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(p)
+	return removeAllAt(p, filepath.Base(rel))
 }
 
 // Discard drops the upper layer. The workspace is not touched.
@@ -1029,23 +1426,29 @@ func (t *Tx) Discard() error {
 	if err := t.checkUsable(); err != nil {
 		return err
 	}
-	unlock, err := t.lock()
+	s, err := t.begin()
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	if err := t.refreshState(); err != nil {
+	defer s.close()
+	if err := s.lock(); err != nil {
+		return err
+	}
+	if err := s.reload(); err != nil {
+		return err
+	}
+	if err := t.checkUsable(); err != nil {
 		return err
 	}
 	if t.state == StateCommitting {
 		return fmt.Errorf("transaction %s is partly committed: run Commit again to finish it (discarding now would leave the workspace half-applied)", t.dir)
 	}
-	for _, p := range []string{t.UpperDir(), t.WorkDir()} {
-		if err := forceRemoveAll(p); err != nil {
+	for _, name := range []string{upperName, workName} {
+		if err := removeAllAt(s.fd, name); err != nil {
 			return fmt.Errorf("discard transaction %s: %w", t.dir, err)
 		}
 	}
-	return t.writeState(StateDiscarded)
+	return s.save(StateDiscarded, nil, false)
 }
 
 // --- filesystem helpers ---
@@ -1058,15 +1461,6 @@ func lstat(path string) (*unix.Stat_t, error) {
 	return &st, nil
 }
 
-// lstatIfExists returns nil, nil when path does not exist.
-func lstatIfExists(path string) (*unix.Stat_t, error) {
-	st, err := lstat(path)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) {
-		return nil, nil // ENOTDIR: a parent is not a directory (any more)
-	}
-	return st, err
-}
-
 func ctimeNs(st *unix.Stat_t) int64 { return st.Ctim.Nano() }
 
 func isDir(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFDIR }
@@ -1075,29 +1469,6 @@ func isDir(st *unix.Stat_t) bool { return st.Mode&unix.S_IFMT == unix.S_IFDIR }
 // device with device number 0:0.
 func isWhiteout(st *unix.Stat_t) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
-}
-
-// hasOverlayXattr reports whether path carries overlay's xattr name in
-// either namespace (its value may be empty).
-func hasOverlayXattr(path, name string) bool {
-	for _, prefix := range overlayXattrPrefixes {
-		if _, err := unix.Lgetxattr(path, prefix+name, nil); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// isOpaque reports an upper directory that hides the lower directory's
-// contents (the command removed and recreated it).
-func isOpaque(path string) bool {
-	for _, prefix := range overlayXattrPrefixes {
-		value, err := getXattr(path, prefix+"opaque")
-		if err == nil && string(value) == "y" {
-			return true
-		}
-	}
-	return false
 }
 
 func isOverlayXattr(name string) bool {
@@ -1109,110 +1480,52 @@ func isOverlayXattr(name string) bool {
 	return false
 }
 
-func isNoXattr(err error) bool {
-	return errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EPERM)
-}
-
-func getXattr(path, name string) ([]byte, error) {
-	size, err := unix.Lgetxattr(path, name, nil)
-	if err != nil {
-		return nil, err
-	}
-	buf := make([]byte, size)
-	n, err := unix.Lgetxattr(path, name, buf)
-	if err != nil {
-		return nil, err
-	}
-	return buf[:n], nil
-}
-
-func listXattrs(path string) []string {
-	size, err := unix.Llistxattr(path, nil)
-	if err != nil || size == 0 {
-		return nil
-	}
-	buf := make([]byte, size)
-	n, err := unix.Llistxattr(path, buf)
-	if err != nil {
-		return nil
-	}
-	var names []string
-	for _, name := range bytes.Split(buf[:n], []byte{0}) {
-		if len(name) > 0 {
-			names = append(names, string(name))
-		}
-	}
-	return names
-}
-
-func removeOverlayXattrs(path string) error {
-	for _, name := range listXattrs(path) {
-		if !isOverlayXattr(name) {
-			continue
-		}
-		err := unix.Lremovexattr(path, name)
-		if errors.Is(err, unix.EACCES) {
-			// A user.* xattr needs write permission on the file, which
-			// its owner may have taken from itself (git's objects are
-			// 0444): lend it for the removal.
-			err = withOwnerWrite(path, func() error { return unix.Lremovexattr(path, name) })
-		}
-		if err != nil && !isNoXattr(err) {
-			return fmt.Errorf("remove xattr %s of %s: %w", name, path, err)
-		}
-	}
-	return nil
-}
-
-// probeUserXattrs checks that the filesystem of dir keeps user.* xattrs:
-// the overlay marks opaque directories and copied-up files with them, and
-// without them removing a directory inside it fails (EIO). tmpfs keeps
-// them only from Linux 6.6.
-func probeUserXattrs(dir string) error {
+// probeUserXattrs checks that the filesystem of the directory fd keeps
+// user.* xattrs: the overlay marks opaque directories and copied-up files
+// with them, and without them removing a directory inside it fails (EIO).
+// tmpfs keeps them only from Linux 6.6.
+func probeUserXattrs(fd int, dir string) error {
 	const probe = "user.dsh-tx.probe"
-	err := unix.Setxattr(dir, probe, []byte("1"), 0)
+	err := unix.Fsetxattr(fd, probe, []byte("1"), 0)
 	if errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.EOPNOTSUPP) {
-		return fmt.Errorf("%w: %s is on a filesystem without user extended attributes (tmpfs before Linux 6.6, for one), which the overlay's upper layer needs: put the transaction directory on another filesystem", ErrUnsupported, filepath.Dir(dir))
+		return fmt.Errorf("%w: %s is on a filesystem without user extended attributes (tmpfs before Linux 6.6, for one), which the overlay's upper layer needs: put the transaction directory on another filesystem", ErrUnsupported, dir)
 	}
 	if err != nil {
-		return fmt.Errorf("transaction directory %s: user extended attributes: %w", filepath.Dir(dir), err)
+		return fmt.Errorf("transaction directory %s: user extended attributes: %w", dir, err)
 	}
-	return unix.Removexattr(dir, probe)
+	return unix.Fremovexattr(fd, probe)
 }
 
-// withOwnerWrite runs f with the owner's write bit set on the regular file
-// or directory path, then puts its mode back.
-func withOwnerWrite(path string, f func() error) error {
-	st, err := lstat(path)
-	if err != nil {
-		return err
+func readlinkAt(dirfd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", &fs.PathError{Op: "readlink", Path: name, Err: err}
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
 	}
-	if t := st.Mode & unix.S_IFMT; t != unix.S_IFREG && t != unix.S_IFDIR {
-		return f()
-	}
-	mode := st.Mode & 0o7777
-	if err := unix.Chmod(path, mode|0o200); err != nil {
-		return err
-	}
-	ferr := f()
-	if err := unix.Chmod(path, mode); err != nil && ferr == nil {
-		return err
-	}
-	return ferr
 }
 
-// sameContent compares two regular files byte by byte.
-func sameContent(a, b string) (bool, error) {
-	fa, err := os.Open(a)
+// sameContentAt compares the regular files name in dirA and dirB byte by
+// byte.
+func sameContentAt(dirA, dirB int, name string) (bool, error) {
+	fa, err := openFileForRead(dirA, name)
 	if err != nil {
 		return false, err
 	}
 	defer fa.Close()
-	fb, err := os.Open(b)
+	fb, err := openFileForRead(dirB, name)
 	if err != nil {
 		return false, err
 	}
 	defer fb.Close()
+	return sameReaders(fa, fb)
+}
+
+func sameReaders(fa, fb io.Reader) (bool, error) {
 	bufA, bufB := make([]byte, 64*1024), make([]byte, 64*1024)
 	for {
 		na, errA := io.ReadFull(fa, bufA)
@@ -1234,10 +1547,11 @@ func sameContent(a, b string) (bool, error) {
 	}
 }
 
-// sameEntry reports whether the workspace already holds exactly the upper
-// entry: same type, mode and content (or symlink target).
-func sameEntry(upperPath string, st *unix.Stat_t, realPath string, realSt *unix.Stat_t) (bool, error) {
-	if st.Mode != realSt.Mode {
+// sameEntry reports whether the workspace (wsfd) already holds exactly
+// the upper entry name (upperfd, stat st): same type, mode (set-id bits
+// aside, which Commit strips) and content (or symlink target).
+func sameEntry(upperfd, wsfd int, name string, st, realSt *unix.Stat_t) (bool, error) {
+	if st.Mode&unix.S_IFMT != realSt.Mode&unix.S_IFMT || st.Mode&0o7777&^setidBits != realSt.Mode&0o7777&^setidBits {
 		return false, nil
 	}
 	switch st.Mode & unix.S_IFMT {
@@ -1245,76 +1559,15 @@ func sameEntry(upperPath string, st *unix.Stat_t, realPath string, realSt *unix.
 		if st.Size != realSt.Size {
 			return false, nil
 		}
-		return sameContent(upperPath, realPath)
+		return sameContentAt(upperfd, wsfd, name)
 	case unix.S_IFLNK:
-		a, errA := os.Readlink(upperPath)
-		b, errB := os.Readlink(realPath)
+		a, errA := readlinkAt(upperfd, name)
+		b, errB := readlinkAt(wsfd, name)
 		return errA == nil && errB == nil && a == b, nil
 	case unix.S_IFIFO:
 		return true, nil
 	}
 	return false, nil
-}
-
-func readDirNames(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
-}
-
-// forceRemoveAll removes path like os.RemoveAll, first making directories
-// searchable and writable where needed (overlay leaves work/work with
-// mode 0000; a command may leave read-only directories behind).
-func forceRemoveAll(path string) error {
-	if err := os.RemoveAll(path); err == nil {
-		return nil
-	}
-	makeTreeWritable(path)
-	if err := os.RemoveAll(path); err != nil {
-		return fmt.Errorf("remove %s: %w", path, err)
-	}
-	return nil
-}
-
-func makeTreeWritable(path string) {
-	st, err := lstat(path)
-	if err != nil || !isDir(st) {
-		return
-	}
-	_ = os.Chmod(path, 0o700)
-	names, err := readDirNames(path)
-	if err != nil {
-		return
-	}
-	for _, name := range names {
-		makeTreeWritable(filepath.Join(path, name))
-	}
-}
-
-func syncDir(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}
-
-// syncFilesystem flushes the workspace's filesystem once, instead of an
-// fsync per renamed file, so that a committed transaction is durable.
-func syncFilesystem(path string) error {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Syncfs(fd); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	return nil
 }
 
 // --- paths ---

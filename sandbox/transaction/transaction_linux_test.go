@@ -489,7 +489,7 @@ func TestCreateLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m manifest
+	var m document
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +497,9 @@ func TestCreateLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Version != 1 || m.Workspace != ws || m.State != "open" || m.StartedCtimeNs != ctimeNs(marker) || m.Started == "" {
+	wsSt, _ := lstat(ws)
+	if m.Version != 2 || m.Dir != dir || m.Workspace != ws || m.WorkspaceIno != wsSt.Ino || m.State != "open" ||
+		m.StartedCtimeNs != ctimeNs(marker) || m.Started == "" || len(m.Upper) != 1 || m.MAC == "" {
 		t.Errorf("manifest %s (marker ctime %d)", data, ctimeNs(marker))
 	}
 	if !tx.Started().Equal(tx.Started().Round(0)) || tx.Started().UnixNano() != m.StartedCtimeNs {
@@ -557,11 +559,11 @@ func TestOpenErrors(t *testing.T) {
 
 	manifestPath := filepath.Join(dir, manifestName)
 	good, _ := os.ReadFile(manifestPath)
-	bad := strings.Replace(string(good), `"version": 1`, `"version": 2`, 1)
+	bad := strings.Replace(string(good), `"version":2`, `"version":3`, 1)
 	if err := os.WriteFile(manifestPath, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "version 2") {
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "version 3") {
 		t.Errorf("Open with a bad version: %v", err)
 	}
 	if err := os.WriteFile(manifestPath, good, 0o600); err != nil {
@@ -605,11 +607,15 @@ func TestBusy(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	for range 500 { // wait until flock(1) holds the lock
-		unlock, err := tx.lock()
+		fd, err := unix.Open(tx.Dir(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		unix.Close(fd)
 		if err != nil {
 			break
 		}
-		unlock()
 		time.Sleep(5 * time.Millisecond)
 	}
 	_, err = tx.Commit()
@@ -652,6 +658,42 @@ func listUpper(t *testing.T, tx *Tx) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// listXattrs, isOpaque and hasOverlayXattr read an upper entry's xattrs
+// by path, for the tests' eyes.
+func listXattrs(path string) []string {
+	buf := make([]byte, 4096)
+	n, err := unix.Llistxattr(path, buf)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, name := range strings.Split(string(buf[:n]), "\x00") {
+		if name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func isOpaque(path string) bool {
+	for _, prefix := range overlayXattrPrefixes {
+		buf := make([]byte, 8)
+		if n, err := unix.Lgetxattr(path, prefix+"opaque", buf); err == nil && string(buf[:n]) == "y" {
+			return true
+		}
+	}
+	return false
+}
+
+func hasOverlayXattr(path, name string) bool {
+	for _, prefix := range overlayXattrPrefixes {
+		if _, err := unix.Lgetxattr(path, prefix+name, nil); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func sameDevice(a, b os.FileInfo) bool {

@@ -2,7 +2,7 @@
 
 package transaction
 
-import "os"
+import "io"
 
 // Create reports that transactions need Linux's overlayfs.
 func Create(dir, workspace string) (*Tx, error) { return nil, ErrUnsupported }
@@ -16,6 +16,9 @@ func OpenOrCreate(dir, workspace string) (*Tx, error) { return nil, ErrUnsupport
 // Changes reports that transactions need Linux's overlayfs.
 func (t *Tx) Changes() ([]Change, error) { return nil, ErrUnsupported }
 
+// Diff reports that transactions need Linux's overlayfs.
+func (t *Tx) Diff(w io.Writer, opt DiffOptions) error { return ErrUnsupported }
+
 // Commit reports that transactions need Linux's overlayfs.
 func (t *Tx) Commit() (CommitResult, error) { return CommitResult{}, ErrUnsupported }
 
@@ -23,4 +26,4 @@ func (t *Tx) Commit() (CommitResult, error) { return CommitResult{}, ErrUnsuppor
 func (t *Tx) Discard() error { return ErrUnsupported }
 
 // Hold reports that transactions need Linux's overlayfs.
-func (t *Tx) Hold() (*os.File, error) { return nil, ErrUnsupported }
+func (t *Tx) Hold() (*Hold, error) { return nil, ErrUnsupported }

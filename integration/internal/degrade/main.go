@@ -5,11 +5,24 @@
 //
 //	degrade nolandlock PROGRAM [ARG...]  a kernel without Landlock: the three
 //	                                     landlock_* calls fail with ENOSYS
-//	degrade usernsonly PROGRAM [ARG...]  Ubuntu's AppArmor userns restriction:
-//	                                     a user namespace can be created, but
-//	                                     unshare of any other namespace, setns
-//	                                     and mount fail with EPERM (unshare of
-//	                                     CLONE_FS or CLONE_FILES still works)
+//	degrade apparmor PROGRAM [ARG...]    Ubuntu 24.04's AppArmor restriction
+//	                                     (kernel.apparmor_restrict_unprivileged_userns):
+//	                                     unshare(CLONE_NEWUSER) succeeds, but
+//	                                     the namespace holds no capability, so
+//	                                     writing its uid_map fails with EPERM,
+//	                                     and so do unshare of any other
+//	                                     namespace, setns and mount. Simulated:
+//	                                     unshare(CLONE_NEWUSER) alone returns 0
+//	                                     without making a namespace (the
+//	                                     caller's uid_map, already written,
+//	                                     then refuses the write with EPERM, as
+//	                                     on 24.04); other namespaces, setns and
+//	                                     mount fail with EPERM
+//	degrade usernsonly PROGRAM [ARG...]  a nested sandbox: a user namespace can
+//	                                     be created and mapped, but unshare of
+//	                                     any other namespace, setns and mount
+//	                                     fail with EPERM (unshare of CLONE_FS or
+//	                                     CLONE_FILES still works)
 //	degrade docker PROGRAM [ARG...]      Docker's default seccomp profile
 //	                                     without CAP_SYS_PTRACE: unshare,
 //	                                     setns and mount fail with EPERM (no
@@ -36,11 +49,14 @@ import (
 )
 
 // rule is one syscall to deny, optionally only when arg 0 has one of the
-// bits in anyBit0.
+// bits in anyBit0, or only when it is exactly arg0 (exact). errno 0 makes
+// the call return 0 without doing anything.
 type rule struct {
 	name    string
 	errno   unix.Errno
 	anyBit0 []uint64
+	exact   bool
+	arg0    uint64
 }
 
 func profiles() map[string][]rule {
@@ -51,6 +67,12 @@ func profiles() map[string][]rule {
 			{name: "landlock_create_ruleset", errno: unix.ENOSYS},
 			{name: "landlock_add_rule", errno: unix.ENOSYS},
 			{name: "landlock_restrict_self", errno: unix.ENOSYS},
+		},
+		"apparmor": {
+			{name: "unshare", errno: 0, exact: true, arg0: unix.CLONE_NEWUSER},
+			{name: "unshare", errno: unix.EPERM, anyBit0: otherNS},
+			{name: "setns", errno: unix.EPERM},
+			{name: "mount", errno: unix.EPERM},
 		},
 		"usernsonly": {
 			{name: "unshare", errno: unix.EPERM, anyBit0: otherNS},
@@ -106,7 +128,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: degrade nolandlock|usernsonly|docker|abi2[+...] PROGRAM [ARG...]")
+	fmt.Fprintln(os.Stderr, "usage: degrade nolandlock|apparmor|usernsonly|docker|abi2[+...] PROGRAM [ARG...]")
 	os.Exit(2)
 }
 
@@ -145,7 +167,13 @@ func addRules(f *seccomp.ScmpFilter, rules []rule) error {
 			return fmt.Errorf("%s: %w", r.name, err)
 		}
 		act := seccomp.ActErrno.SetReturnCode(int16(r.errno))
-		if r.anyBit0 == nil {
+		switch {
+		case r.exact:
+			var c seccomp.ScmpCondition
+			if c, err = seccomp.MakeCondition(0, seccomp.CompareMaskedEqual, 0xffffffff, r.arg0); err == nil {
+				err = f.AddRuleConditional(nr, act, []seccomp.ScmpCondition{c})
+			}
+		case r.anyBit0 == nil:
 			err = f.AddRule(nr, act)
 		}
 		for _, bit := range r.anyBit0 {

@@ -3,11 +3,18 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
@@ -15,19 +22,23 @@ import (
 
 // stamp identifies an entry's content: a change of any field is a change.
 type stamp struct {
-	dev, ino, size uint64
-	mode           uint32
-	mtime, ctime   syscall.Timespec
+	dev, ino, size, rdev uint64
+	mode                 uint32
+	mtime, ctime         syscall.Timespec
 }
 
 func (s stamp) isDir() bool { return s.mode&syscall.S_IFMT == syscall.S_IFDIR }
+
+// whiteout reports whether the entry is an overlay whiteout (a removal, in
+// a transaction's upper layer).
+func (s stamp) whiteout() bool { return s.mode&syscall.S_IFMT == syscall.S_IFCHR && s.rdev == 0 }
 
 func stampOf(fi os.FileInfo) (stamp, bool) {
 	s, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return stamp{}, false
 	}
-	return stamp{dev: s.Dev, ino: s.Ino, size: uint64(s.Size), mode: s.Mode, mtime: s.Mtim, ctime: s.Ctim}, true
+	return stamp{dev: s.Dev, ino: s.Ino, size: uint64(s.Size), rdev: s.Rdev, mode: s.Mode, mtime: s.Mtim, ctime: s.Ctim}, true
 }
 
 // Audit is the state of one audited root at the start.
@@ -39,8 +50,15 @@ type Audit struct {
 	// git are the control entries of its repositories, by path relative
 	// to root.
 	git map[string]stamp
+	// gitDirs are the git directories found at the start (in a
+	// transaction, the workspace's too): their control entries are
+	// judged at the end, whatever they look like then.
+	gitDirs map[string]bool
+	// mode is the mode of the directory read, at the start.
+	mode uint32
 	// protected are the protected paths in root the audit covers, each
-	// with the entries at and under it.
+	// with the entries at and under it: the policy's, and what the
+	// repositories' own configs make git run (deriveExec).
 	protected []*protectedPath
 	// held are the protected paths in root that existed at the start as
 	// files or directories (not symlinks): with a mount view (or a
@@ -68,34 +86,95 @@ func StartOver(p modes.Policy, skip []string, root, over string) ([]*Audit, erro
 		if r == root {
 			a.at = over
 		}
-		for _, pp := range p.Protected {
-			if !modes.Within(pp, r) || pp == r {
-				continue
-			}
-			if fi, err := os.Lstat(pp); a.at == "" && err == nil && fi.Mode()&os.ModeSymlink == 0 {
-				a.held = append(a.held, pp)
-			}
-			if !inAny(pp, skip) {
-				a.protected = append(a.protected, &protectedPath{rel: relTo(r, pp)})
-			}
-		}
-		root, err := os.OpenRoot(a.dir())
-		if err != nil {
-			return nil, fmt.Errorf("audit: %s: %w", a.dir(), err)
-		}
-		for _, pp := range a.protected {
-			pp.record(root)
-		}
-		root.Close()
-		err = walkGit(a.dir(), func(root *os.Root, c gitControl, st stamp) {
-			a.git[c.rel] = st
-		})
-		if err != nil {
+		if err := a.start(p, skip); err != nil {
 			return nil, fmt.Errorf("audit: %s: %w", a.dir(), err)
 		}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+func (a *Audit) start(p modes.Policy, skip []string) error {
+	for _, pp := range p.Protected {
+		if !modes.Within(pp, a.root) || pp == a.root {
+			continue
+		}
+		if fi, err := os.Lstat(pp); a.at == "" && err == nil && fi.Mode()&os.ModeSymlink == 0 {
+			a.held = append(a.held, pp)
+		}
+		if !inAny(pp, skip) {
+			a.protected = append(a.protected, &protectedPath{rel: relTo(a.root, pp)})
+		}
+	}
+	v, err := openView(a.root, a.at)
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	fi, err := v.top.Lstat(".")
+	if err != nil {
+		return err
+	}
+	st, _ := stampOf(fi)
+	a.mode = st.mode & 0o7777
+	// (A directory it could not read now — a dead mount — is no reason
+	// to refuse the command: what is there at the end and was not
+	// recorded counts as new, and an incomplete walk then is reported.)
+	sc, err := scanGit(v, nil)
+	if err != nil {
+		return err
+	}
+	for _, e := range sc.entries {
+		a.git[e.rel] = e.st
+	}
+	a.gitDirs = sc.dirs
+	// What the repositories' own configs make git run: read in the
+	// workspace itself under a transaction's upper layer (where the
+	// configs are the user's).
+	base, bv := sc, v
+	if a.at != "" {
+		if bv, err = openView(a.root, ""); err != nil {
+			return err
+		}
+		defer bv.close()
+		if base, err = scanGit(bv, nil); err != nil {
+			return err
+		}
+		for g := range base.dirs {
+			a.gitDirs[g] = true
+		}
+	}
+	for _, x := range deriveExec(bv, base) {
+		if !a.covered(x.rel) && !inAny(filepath.Join(a.root, x.rel), skip) {
+			a.protected = append(a.protected, &protectedPath{rel: x.rel, kind: x.kind})
+		}
+	}
+	for _, pp := range a.protected {
+		pp.record(v)
+	}
+	return nil
+}
+
+// opOf is the op of the denial for a directory the git walk could not
+// read: a protected path's when it lies in a protected name or --protect
+// path (not one of git's own), else git's.
+func (a *Audit) opOf(rel string) string {
+	for _, pp := range a.protected {
+		if pp.kind == protNamed && modes.Within(rel, pp.rel) && !slices.Contains(modes.DefaultProtected(), pp.rel) {
+			return pp.op()
+		}
+	}
+	return "git-control"
+}
+
+// covered reports whether rel lies in a protected path already.
+func (a *Audit) covered(rel string) bool {
+	for _, pp := range a.protected {
+		if pp.kind != protHookNames && modes.Within(rel, pp.rel) {
+			return true
+		}
+	}
+	return false
 }
 
 // dir is the directory the audit reads.
@@ -106,59 +185,142 @@ func (a *Audit) dir() string {
 	return a.root
 }
 
-// neutralize renames rel aside (or, in a transaction's upper layer, removes
-// it) and returns the errno recorded with the fact.
-func (a *Audit) neutralize(root *os.Root, rel string) string {
-	if a.at == "" {
-		return quarantine(root, rel)
-	}
-	if err := root.RemoveAll(rel); err != nil {
-		return "EIO"
-	}
-	return "EPERM"
-}
-
 // Finish neutralizes what changed, recording each entry it neutralized in
 // denials. Every process of the command must be gone. kernelHeld says the
 // protected paths were read-only in the kernel for the whole run (a
 // complete mount view, or a carved Landlock ruleset).
 func Finish(audits []*Audit, denials *facts.Log, kernelHeld bool) {
 	for _, a := range audits {
-		root, err := os.OpenRoot(a.dir())
-		if err != nil {
-			// The root itself is gone or unreadable: nothing there for
-			// anything to run, but say so.
-			denials.Add(facts.Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EIO"})
+		a.finish(denials, kernelHeld)
+	}
+}
+
+func (a *Audit) finish(denials *facts.Log, kernelHeld bool) {
+	fail := func() {
+		denials.Add(facts.Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EIO"})
+	}
+	v, err := openView(a.root, a.at)
+	if errors.Is(err, fs.ErrPermission) && a.restoreRoot(denials) {
+		v, err = openView(a.root, a.at)
+	}
+	if err != nil {
+		// The root itself is gone or unreadable: nothing there for
+		// anything to run, but say so.
+		fail()
+		return
+	}
+	defer v.close()
+	sc, err := scanGit(v, a.gitDirs)
+	if errors.Is(err, fs.ErrPermission) && a.restoreRoot(denials) {
+		sc, err = scanGit(v, a.gitDirs)
+	}
+	if err != nil {
+		fail()
+		return
+	}
+	n := &neutralizer{a: a, v: v, denials: denials}
+	if sc.err != nil {
+		fail() // and neutralize what was found
+	}
+	held := func(rel string) bool { return kernelHeld && a.holds(filepath.Join(a.root, rel)) }
+	// Git's control entries first, judged by git's rules (a new config
+	// of allowlisted keys, a sample hook are inert); the protected paths'
+	// walk leaves them to this one.
+	control := map[string]bool{}
+	var bad []gitEntry
+	for _, e := range sc.entries {
+		control[e.rel] = true
+		if held(e.rel) {
 			continue
 		}
-		held := func(rel string) bool { return kernelHeld && a.holds(filepath.Join(a.root, rel)) }
-		// Git's control entries first, judged by git's rules (a new
-		// config of allowlisted keys, a sample hook are inert); the
-		// protected paths' walk leaves them to this one.
-		var bad []string
-		control := map[string]bool{}
-		err = walkGit(a.dir(), func(root *os.Root, c gitControl, st stamp) {
-			control[c.rel] = true
-			if old, ok := a.git[c.rel]; ok && old == st || held(c.rel) {
-				return
-			}
-			if !gitInert(root, c, st) {
-				bad = append(bad, c.rel)
-			}
-		})
-		if err != nil {
-			denials.Add(facts.Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EIO"})
+		old, ok := a.git[e.rel]
+		if e.kind != gitUnreadable && (ok && old == e.st || gitInert(v, sc, e)) {
+			continue
 		}
-		for _, rel := range bad {
-			denials.Add(facts.Denial{Op: "git-control", Path: filepath.Join(a.root, rel), Syscall: "post-run", Errno: a.neutralize(root, rel)})
+		if e.kind == gitUnreadable && ok && old == e.st && setAside(e.rel) {
+			continue // set aside by an earlier run, untouched since the start
 		}
-		for _, pp := range a.protected {
-			for _, rel := range pp.changed(root, func(rel string) bool { return control[rel] || held(rel) }) {
-				denials.Add(facts.Denial{Op: "protected-path", Path: filepath.Join(a.root, rel), Syscall: "post-run", Errno: a.neutralize(root, rel)})
-			}
-		}
-		root.Close()
+		bad = append(bad, e)
 	}
+	for _, e := range bad {
+		op := "git-control"
+		if e.kind == gitUnreadable {
+			op = a.opOf(e.rel)
+		}
+		n.neutralize(op, e.rel, e.kind == gitUnreadable)
+	}
+	for _, pp := range a.protected {
+		for _, c := range pp.changed(v, func(rel string) bool { return control[rel] || held(rel) || n.done(rel) }) {
+			n.neutralize(pp.op(), c.rel, c.unreadable)
+		}
+	}
+}
+
+// neutralizer neutralizes the entries of one audit's Finish.
+type neutralizer struct {
+	a       *Audit
+	v       *view
+	denials *facts.Log
+	gone    []string // what it neutralized, and where that went
+}
+
+// done reports whether rel lies in what was neutralized already.
+func (n *neutralizer) done(rel string) bool {
+	for _, g := range n.gone {
+		if modes.Within(rel, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// neutralize renames rel aside (or, in a transaction's upper layer, removes
+// it), and records the denial.
+func (n *neutralizer) neutralize(op, rel string, unreadable bool) {
+	if n.done(rel) {
+		return
+	}
+	var errno, dst string
+	if n.a.at == "" {
+		errno, dst = quarantine(n.v.top, rel)
+	} else {
+		errno = remove(n.v.top, rel)
+	}
+	n.gone = append(n.gone, rel)
+	if dst != "" {
+		n.gone = append(n.gone, dst)
+	}
+	d := facts.Denial{Op: op, Path: filepath.Join(n.a.root, rel), Syscall: "post-run", Errno: errno}
+	if unreadable {
+		d.Reason = "unreadable"
+	}
+	n.denials.Add(d)
+}
+
+// restoreRoot gives the directory the audit reads back the mode it had at
+// the start, when that let its owner read and search it and this uid, its
+// owner, now cannot (the command took the permission away; a root cannot be
+// set aside), and records it. It reports whether it did.
+func (a *Audit) restoreRoot(denials *facts.Log) bool {
+	if a.mode&0o500 != 0o500 {
+		return false
+	}
+	fd, err := unix.Open(a.dir(), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || int(st.Uid) != os.Geteuid() {
+		return false
+	}
+	// (fchmod refuses an O_PATH descriptor; its /proc link is the
+	// directory itself, whatever its path now is.)
+	if unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), a.mode) != nil {
+		return false
+	}
+	denials.Add(facts.Denial{Op: "git-control", Path: a.root, Syscall: "post-run", Errno: "EPERM", Reason: "unreadable"})
+	return true
 }
 
 // holds reports whether path lies in a protected path that existed at the
@@ -183,9 +345,20 @@ func relTo(root, path string) string {
 	return rel
 }
 
+// setAside reports whether rel is named as quarantine names what it sets
+// aside.
+func setAside(rel string) bool {
+	name, n, found := strings.Cut(path.Base(rel), ".dsh-quarantined")
+	return found && name != "" && (n == "" || len(n) > 1 && n[0] == '.' && strings.Trim(n[1:], "0123456789") == "")
+}
+
 // quarantine renames rel aside, or removes it when it cannot be renamed,
-// and returns the errno recorded with the fact.
-func quarantine(root *os.Root, rel string) string {
+// and returns the errno recorded with the fact and where it went ("":
+// removed or left). A directory that does not let its owner write in it
+// (the command, as its owner, took the permission away so that nothing in
+// it could be renamed) is made writable for the rename, then given its
+// mode back.
+func quarantine(root *os.Root, rel string) (errno, dst string) {
 	for i := 0; i < 100; i++ {
 		dst := rel + ".dsh-quarantined"
 		if i > 0 {
@@ -194,13 +367,75 @@ func quarantine(root *os.Root, rel string) string {
 		if _, err := root.Lstat(dst); err == nil {
 			continue
 		}
-		if root.Rename(rel, dst) == nil {
-			return "EPERM"
+		err := root.Rename(rel, dst)
+		if errors.Is(err, fs.ErrPermission) {
+			err = withWritable(root, path.Dir(rel), func() error { return root.Rename(rel, dst) })
+		}
+		if err == nil {
+			return "EPERM", dst
 		}
 		break
 	}
-	if err := root.RemoveAll(rel); err != nil {
-		return "EIO" // left in place: the denial says so
+	if err := withWritable(root, path.Dir(rel), func() error { return removeAll(root, rel) }); err != nil {
+		return "EIO", "" // left in place: the denial says so
+	}
+	return "EPERM", ""
+}
+
+// remove removes rel from a transaction's upper layer (the path reverts to
+// the workspace's) and returns the errno recorded with the fact.
+func remove(root *os.Root, rel string) string {
+	if err := withWritable(root, path.Dir(rel), func() error { return removeAll(root, rel) }); err != nil {
+		return "EIO"
 	}
 	return "EPERM"
+}
+
+// removeAll removes rel and everything beneath it, first giving its owner
+// the permissions that takes on each directory (one the command made
+// unreadable or read-only).
+func removeAll(root *os.Root, rel string) error {
+	if root.RemoveAll(rel) == nil {
+		return nil
+	}
+	var open func(string)
+	open = func(d string) {
+		fi, err := root.Lstat(d)
+		if err != nil || !fi.IsDir() {
+			return
+		}
+		if root.Chmod(d, fi.Mode().Perm()|0o700) != nil {
+			return
+		}
+		f, err := root.OpenFile(d, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			return
+		}
+		names, _ := f.Readdirnames(-1)
+		f.Close()
+		for _, n := range names {
+			open(path.Join(d, n))
+		}
+	}
+	open(rel)
+	return root.RemoveAll(rel)
+}
+
+// withWritable runs f; if the directory dir does not let its owner write
+// and search it and f fails for want of permission, it adds those to dir's
+// mode, runs f again and puts the mode back.
+func withWritable(root *os.Root, dir string, f func() error) error {
+	err := f()
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	fi, serr := root.Lstat(dir)
+	if serr != nil || !fi.IsDir() || fi.Mode().Perm()&0o300 == 0o300 {
+		return err
+	}
+	if root.Chmod(dir, fi.Mode().Perm()|0o300) != nil {
+		return err
+	}
+	defer root.Chmod(dir, fi.Mode().Perm())
+	return f()
 }

@@ -2,18 +2,26 @@
 // the extra writable roots, modes.Policy.AuditedRoots): what the user's own
 // programs, run later outside the sandbox, would execute or load. [Start]
 // records, before the command starts, every git control entry — what git
-// executes or follows — of every repository there, and every entry at or
-// under each protected path (the names of modes.ProtectedNames, --protect
-// paths); [Finish], once every process of the command is gone, neutralizes
-// each control entry that is new or changed and not inert, and each entry of
-// a protected path that is new or changed, recording each as a denial.
+// executes or follows — of every repository there, found as git finds one
+// and at any depth (being, or looking like, a git directory never ends the
+// walk), every entry at or under each protected path (the names of
+// modes.ProtectedNames, --protect paths), and every entry at or under each
+// path the repositories' own configs make git run (a core.hooksPath, an
+// included config, a driver's program); [Finish], once every process of the
+// command is gone, neutralizes each of them that is new or changed and not
+// inert, and each directory it cannot read that the command could have
+// written in, recording each as a denial.
 //
 // It is its own package, not part of the supervisor: it never sees a
 // notification and runs only before the command starts and after it has
 // ended, so it must never run while a process of the command lives (nothing
-// may race its walk or its renames). It walks through an os.Root of each
-// audited root and must never follow a symlink out of it or descend through
-// one; it changes nothing but the entries it renames aside
-// ("<name>.dsh-quarantined"), and never a protected path the kernel held
-// read-only for the whole run.
+// may race its walk or its renames). It walks through descriptors and an
+// os.Root of each audited root and must never follow a symlink out of it or
+// descend through one, nor skip what it cannot read. It changes nothing but
+// the entries it renames aside ("<name>.dsh-quarantined") — or, in a
+// transaction's upper layer, removes — and never a protected path the
+// kernel held read-only for the whole run. The only modes it touches undo
+// the command's own: an owner's write and search permission on a directory,
+// for a rename out of it, given back after; the audited root's mode at the
+// start, when the command took its read permission away.
 package audit

@@ -189,9 +189,10 @@ func TestProtectedAuditOver(t *testing.T) {
 	w("src/b.go", "package a")
 	log := facts.NewLog()
 	Finish(audits, log, true) // (held: never in an upper layer)
-	// (.vscode is new in the upper layer: all of it goes.)
-	assert.Equal(t, []string{"protected-path " + filepath.Join(ws, ".envrc"), "protected-path " + filepath.Join(ws, ".vscode")}, denied(log))
-	for _, gone := range []string{".envrc", ".vscode", ".envrc.dsh-quarantined"} {
+	// (.vscode is the workspace's, which the upper layer's copy shows
+	// through: judged by its entries.)
+	assert.Equal(t, []string{"protected-path " + filepath.Join(ws, ".envrc"), "protected-path " + filepath.Join(ws, ".vscode/tasks.json")}, denied(log))
+	for _, gone := range []string{".envrc", ".vscode/tasks.json", ".envrc.dsh-quarantined"} {
 		_, err := os.Lstat(filepath.Join(upper, gone))
 		assert.ErrorIs(t, err, os.ErrNotExist, gone)
 	}
@@ -201,4 +202,26 @@ func TestProtectedAuditOver(t *testing.T) {
 	_, err = os.Lstat(filepath.Join(ws, ".envrc"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "the workspace itself is not touched")
 	assert.FileExists(t, filepath.Join(ws, ".vscode/settings.json"))
+}
+
+// TestProtectedChangedUnreadable: the protected paths' own walk never skips
+// a directory it cannot read that the command could have written in (the
+// git walk, which reads every directory, finds it first in Finish; this
+// one must not rely on that): it is an entry to neutralize, whole.
+func TestProtectedChangedUnreadable(t *testing.T) {
+	if !asUser(t, nil) {
+		return
+	}
+	for _, kind := range []protKind{protNamed, protHooks} {
+		ws := tempDir(t)
+		write(t, ws, "d/settings.json", "{}")
+		v, err := openView(ws, "")
+		require.NoError(t, err)
+		pp := &protectedPath{rel: "d", kind: kind}
+		pp.record(v)
+		write(t, ws, "d/tasks.json", "{}")
+		require.NoError(t, os.Chmod(filepath.Join(ws, "d"), 0o311))
+		assert.Equal(t, []protChange{{rel: "d", unreadable: true}}, pp.changed(v, func(string) bool { return false }))
+		v.close()
+	}
 }

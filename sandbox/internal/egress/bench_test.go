@@ -235,3 +235,76 @@ func idleSample() (heap, rss int64, goroutines int) {
 	}
 	return int64(ms.HeapAlloc), rss, runtime.NumGoroutine()
 }
+
+// BenchmarkIdleRelays reports what idleRelays open, idle connections cost
+// the process that relays them, per connection: live memory (heap and
+// goroutine stacks) and RSS after one round trip each (so every relay has
+// run), for the client's and server's ends alone (Direct, the baseline),
+// through Forward (an --allow-host) and through CONNECT tunnels; x-direct
+// is the live memory per connection over Direct's, run alongside.
+func BenchmarkIdleRelays(b *testing.B) {
+	const idleRelays = 150
+	echo := echoServer(b)
+	to := echo.Addr().(*net.TCPAddr).AddrPort()
+	var direct float64
+	for _, how := range []string{"Direct", "Forward", "Proxy"} {
+		b.Run(how, func(b *testing.B) {
+			var heap, rss float64
+			one := make([]byte, 1)
+			for b.Loop() {
+				p := New(Config{})
+				l := listen(b)
+				switch how {
+				case "Forward":
+					p.Forward(l, to, Session{})
+				case "Proxy":
+					p.Serve(l, Session{Policy: policy([]string{"127.0.0.1"}, nil, "127.0.0.1")})
+				}
+				h0, r0 := liveSample()
+				conns := make([]net.Conn, 0, idleRelays)
+				for range idleRelays {
+					var c net.Conn
+					var r io.Reader
+					if how == "Forward" {
+						var err error
+						if c, err = net.Dial("tcp", l.Addr().String()); err != nil {
+							b.Fatal(err)
+						}
+						r = c
+					} else {
+						c, r = dialVia(b, how, l.Addr().String(), to.String())
+					}
+					c.Write([]byte{'x'})
+					if _, err := io.ReadFull(r, one); err != nil {
+						b.Fatal(err)
+					}
+					conns = append(conns, c)
+				}
+				h1, r1 := liveSample()
+				heap += float64(h1-h0) / idleRelays
+				rss += float64(r1-r0) / idleRelays
+				for _, c := range conns {
+					c.Close()
+				}
+				p.Close()
+				l.Close()
+			}
+			n := float64(b.N)
+			b.ReportMetric(heap/n/1024, "live-KiB/conn")
+			b.ReportMetric(rss/n/1024, "rss-KiB/conn")
+			if how == "Direct" {
+				direct = heap / n
+			} else if direct > 0 {
+				b.ReportMetric(heap/n/direct, "x-direct")
+			}
+		})
+	}
+}
+
+// liveSample is the live heap and goroutine stacks after a GC, and the RSS.
+func liveSample() (live, rss int64) {
+	heap, rss, _ := idleSample()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return heap + int64(ms.StackInuse), rss
+}

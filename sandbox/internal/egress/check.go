@@ -202,19 +202,32 @@ func (sv *Served) addresses(ctx context.Context, t target, proto string) ([]neti
 		return nil, &resolveError{host: t.host, err: errors.New("no addresses")}
 	}
 	var ok []netip.Addr
-	var refused netip.Addr
+	var refused string // the reason of the first address refused
 	for _, ip := range ips {
 		ip = ip.Unmap().WithZone("")
-		if isPublic(ip) || sv.s.Policy.AllowsIP(ip) {
+		switch {
+		case sv.deniesIP(ip):
+			if refused == "" {
+				refused = deniedAddrPrefix + ip.String()
+			}
+		case isPublic(ip) || sv.s.Policy.AllowsIP(ip):
 			ok = append(ok, ip)
-		} else if !refused.IsValid() {
-			refused = ip
+		case refused == "":
+			refused = privatePrefix + ip.String()
 		}
 	}
 	if len(ok) == 0 {
-		return nil, sv.denial(t, proto, privatePrefix+refused.String())
+		return nil, sv.denial(t, proto, refused)
 	}
 	return ok, nil
+}
+
+// deniesIP reports whether a --deny-domain pattern covers ip, an address a
+// name resolved to: the policy is asked about it as about the IP literal
+// (an IP or CIDR deny pattern refuses it, whatever allows it).
+func (sv *Served) deniesIP(ip netip.Addr) bool {
+	ok, why := sv.s.Policy.AllowsName(ip.String())
+	return !ok && strings.HasPrefix(why, deniedPrefix)
 }
 
 // dialTarget checks t (name, then every address) and dials the allowed

@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -22,7 +23,10 @@ import (
 type Policy interface {
 	// AllowsName reports whether the host the client asked for (a name or
 	// an IP literal) may be reached, and when not, why: "not in the
-	// allowlist" or "denied by --deny-domain".
+	// allowlist" or "denied by --deny-domain". Each address a name
+	// resolves to is asked about too, as an IP literal: a "denied by"
+	// answer refuses the address (a --deny-domain IP or CIDR wins over
+	// everything), any other leaves it to AllowsIP and the address check.
 	AllowsName(host string) (ok bool, why string)
 	// AllowsIP reports whether ip was allowed explicitly (by an IP or CIDR
 	// pattern): only then may a destination resolve to, or be, a non-public
@@ -34,9 +38,17 @@ type Policy interface {
 type Denial struct {
 	Host   string // as the client asked (a normalised name or IP literal)
 	Port   int
-	Reason string // e.g. "not in the allowlist", "denied by --deny-domain", "resolves to a private address 10.0.0.1", "not a public address"
-	Proto  string // "http", "connect" or "socks5"
+	Reason string // e.g. "not in the allowlist", "denied by --deny-domain", "resolves to a private address 10.0.0.1", "resolves to a denied address 10.0.0.1", "not a public address"
+	Proto  string // "http", "connect", "socks5", ProtoDNS or ProtoTCP
+	// OverLimit marks a refusal by the command's Quota, not by the
+	// policy: the destination may well be allowed.
+	OverLimit bool
 }
+
+// ProtoTCP is the Proto of a Denial of a connection refused before any
+// protocol was read: a forwarded one (Forward), or one closed at once
+// (Host and Port are then the address the client connected to).
+const ProtoTCP = "tcp"
 
 // Address is Host:Port, an IPv6 host in brackets (net.JoinHostPort).
 func (d Denial) Address() string {
@@ -55,17 +67,28 @@ func (d Denial) message(mode string) string {
 // hint says which flag would let the refused destination through.
 func (d Denial) hint() string {
 	switch {
-	case strings.HasPrefix(d.Reason, "denied by"):
+	case d.OverLimit:
+		return "close some of the command's connections, then retry"
+	case strings.HasPrefix(d.Reason, deniedPrefix):
 		return "a --deny-domain pattern matches it"
+	case strings.HasPrefix(d.Reason, deniedAddrPrefix):
+		return "a --deny-domain pattern matches " + strings.TrimPrefix(d.Reason, deniedAddrPrefix)
 	case strings.HasPrefix(d.Reason, privatePrefix):
 		return "allow the address with --allow-domain " + strings.TrimPrefix(d.Reason, privatePrefix)
 	}
 	return "allow it with --allow-domain " + d.Host
 }
 
-// privatePrefix starts the reason of a name that resolved only to
-// addresses that are not public.
-const privatePrefix = "resolves to a private address "
+const (
+	// deniedPrefix starts Policy.AllowsName's reason for a host a
+	// --deny-domain pattern matches.
+	deniedPrefix = "denied by"
+	// privatePrefix and deniedAddrPrefix start the reason of a name whose
+	// addresses were all refused, by the first one: not public (and not
+	// allowed explicitly), or covered by a --deny-domain IP or CIDR.
+	privatePrefix    = "resolves to a private address "
+	deniedAddrPrefix = "resolves to a denied address "
+)
 
 // Config configures a Proxy. The zero value resolves with
 // net.DefaultResolver and dials with a net.Dialer.
@@ -107,7 +130,9 @@ type Proxy struct {
 	done  chan struct{}    // closed by Close: srv's listener fails
 	wg    sync.WaitGroup   // srv.Serve
 
-	buffers sync.Pool // relay's copy buffers (*[]byte of relayBuffer bytes)
+	// The copy buffers (*[]byte) of the relays (borrow) and of the
+	// plain-HTTP forwarder (bufferPool).
+	bigBufs, smallBufs sync.Pool
 }
 
 // New returns a Proxy using cfg.
@@ -151,6 +176,102 @@ type Session struct {
 	// --resolve): a name it knows resolves to its addresses, others with
 	// the proxy's resolver.
 	Resolve ResolveFunc
+	// Quota bounds the connections and buffers of the command; give the
+	// same one to all the Serve, Forward and ServeConn calls of a
+	// command. Nil gives each call a Quota of its own of
+	// DefaultMaxConns.
+	Quota *Quota
+}
+
+// DefaultMaxConns is how many connections one command may hold open to
+// the proxy at once (the sandbox's Quota for each command, and the one of
+// a Session without one): far more than package managers open in
+// parallel (npm 15 per registry, pip 10, cargo and go one or a few
+// multiplexed ones), few enough that what the command makes the
+// supervisor hold for them stays small (see Quota).
+const DefaultMaxConns = 256
+
+// bigBuffers is how many relayBuffer-sized copy buffers one command's
+// relays may have borrowed at once; other copies go through
+// smallBuffer-sized ones.
+const bigBuffers = 8
+
+// Quota bounds what one sandboxed command makes the proxy hold at once:
+// at most MaxConns open connections to it (accepted and not yet closed:
+// tunnels, forwarded connections, plain-HTTP keep-alive connections,
+// handshakes in progress), and at most bigBuffers relay buffers of
+// relayBuffer bytes (an idle connection holds none; see Proxy.borrow). A
+// connection over MaxConns is refused with an answer — HTTP 503 naming
+// the limit, SOCKS5 reply 1 (general failure), a forwarded one closed —
+// and a Denial with OverLimit set; while MaxConns connections are already
+// being refused so, a further one is closed at once and reported at the
+// address it reached. It is safe for concurrent use.
+type Quota struct {
+	max int
+
+	mu       sync.Mutex
+	served   int // connections admitted
+	refusing int // connections over max, being refused
+	big      int // relayBuffer-sized buffers lent
+	lent     int // buffers lent, either size
+}
+
+// NewQuota returns a Quota of maxConns connections (DefaultMaxConns when
+// not positive).
+func NewQuota(maxConns int) *Quota {
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	return &Quota{max: maxConns}
+}
+
+// MaxConns is how many connections the Quota admits at once.
+func (q *Quota) MaxConns() int { return q.max }
+
+// admission is what a Quota makes of a new connection.
+type admission int
+
+const (
+	admitted  admission = iota // served
+	overQuota                  // refused with an answer
+	full                       // closed at once
+)
+
+func (q *Quota) admit() admission {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.served < q.max:
+		q.served++
+		return admitted
+	case q.refusing < q.max:
+		q.refusing++
+		return overQuota
+	}
+	return full
+}
+
+// release ends a connection admitted as a.
+func (q *Quota) release(a admission) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if a == admitted {
+		q.served--
+	} else {
+		q.refusing--
+	}
+}
+
+// reason is the Reason of a Denial by q.
+func (q *Quota) reason() string {
+	return fmt.Sprintf("over the egress proxy's limit of %d open connections per command", q.max)
+}
+
+// lentBuffers is how many copy buffers q's relays hold right now.
+func (q *Quota) lentBuffers() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lent
 }
 
 // ResolveFunc returns the pinned addresses of a host name, and whether it
@@ -172,9 +293,13 @@ func (p *Proxy) Serve(l net.Listener, s Session) *Served {
 func (p *Proxy) ServeConn(c net.Conn, s Session) {
 	sv := p.newServed(nil, s)
 	sv.oneConn = true
-	cc, ok := sv.track(c)
-	if !ok {
-		c.Close()
+	cc, isFull := sv.track(c)
+	if cc == nil {
+		if isFull {
+			sv.refuseAtOnce(c)
+		} else {
+			c.Close()
+		}
 		sv.Close()
 		return
 	}
@@ -215,10 +340,15 @@ func (p *Proxy) Close() error {
 
 func (p *Proxy) newServed(l net.Listener, s Session) *Served {
 	ctx, cancel := context.WithCancel(context.Background())
+	q := s.Quota
+	if q == nil {
+		q = NewQuota(DefaultMaxConns)
+	}
 	sv := &Served{
 		p:        p,
 		l:        l,
 		s:        s,
+		q:        q,
 		ctx:      ctx,
 		cancel:   cancel,
 		conns:    make(map[net.Conn]struct{}),
@@ -312,7 +442,8 @@ type Served struct {
 	l       net.Listener   // nil for ServeConn and ServeDNS
 	pc      net.PacketConn // ServeDNS's socket, or nil
 	s       Session
-	oneConn bool // ServeConn: closes itself when its connection ends
+	q       *Quota // s.Quota, or one of its own
+	oneConn bool   // ServeConn: closes itself when its connection ends
 
 	ctx    context.Context // cancelled by Close: pending resolutions and dials end
 	cancel context.CancelFunc
@@ -376,16 +507,40 @@ func (sv *Served) isClosed() bool {
 	return sv.closed
 }
 
-// track registers an accepted connection; false once sv is closed.
-func (sv *Served) track(c net.Conn) (*clientConn, bool) {
+// track registers an accepted connection under sv's Quota (it may come
+// back admitted over the quota, to be refused). It returns nil once sv is
+// closed, or when the quota has no room even to refuse c (isFull: c is
+// then the caller's to refuse at once).
+func (sv *Served) track(c net.Conn) (cc *clientConn, isFull bool) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	if sv.closed {
 		return nil, false
 	}
+	adm := sv.q.admit()
+	if adm == full {
+		return nil, true
+	}
 	sv.conns[c] = struct{}{}
 	sv.wg.Add(1)
-	return &clientConn{Conn: c, sv: sv}, true
+	return &clientConn{Conn: c, sv: sv, adm: adm}, false
+}
+
+// overLimit is the Denial of a connection to t refused by sv's Quota.
+func (sv *Served) overLimit(t target, proto string) Denial {
+	return Denial{Host: t.host, Port: t.port, Reason: sv.q.reason(), Proto: proto, OverLimit: true}
+}
+
+// refuseAtOnce closes c, accepted beyond sv's Quota, and reports it at
+// the address it reached.
+func (sv *Served) refuseAtOnce(c net.Conn) {
+	var t target
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+		ap := a.AddrPort()
+		t = target{host: ap.Addr().Unmap().String(), port: int(ap.Port())}
+	}
+	c.Close()
+	sv.report(sv.overLimit(t, ProtoTCP))
 }
 
 // trackUp registers a dialed connection; false once sv is closed.
@@ -441,10 +596,14 @@ func (sv *Served) startAccept(handle func(*clientConn)) {
 				continue
 			}
 			delay = 0
-			cc, ok := sv.track(c)
-			if !ok {
-				c.Close()
-				return
+			cc, isFull := sv.track(c)
+			if cc == nil {
+				if !isFull {
+					c.Close()
+					return
+				}
+				sv.refuseAtOnce(c)
+				continue
 			}
 			go handle(cc)
 		}
@@ -467,8 +626,9 @@ func temporary(err error) bool {
 // clientConn is an accepted connection: the first byte read to tell the
 // protocols apart is put back in front of it for net/http.
 type clientConn struct {
-	net.Conn // the accepted connection itself (a *net.TCPConn: splice)
+	net.Conn // the accepted connection itself (a *net.TCPConn)
 	sv       *Served
+	adm      admission // admitted, or overQuota: to be refused
 	pre      []byte
 	once     sync.Once
 }
@@ -498,6 +658,7 @@ func (c *clientConn) release() {
 		sv.mu.Lock()
 		delete(sv.conns, c.Conn)
 		sv.mu.Unlock()
+		sv.q.release(c.adm)
 		sv.wg.Done()
 		if sv.oneConn {
 			sv.Close()
@@ -528,6 +689,10 @@ func (sv *Served) serveClient(c *clientConn) {
 // forwardConn relays c to the fixed address to.
 func (sv *Served) forwardConn(c *clientConn, to netip.AddrPort) {
 	defer c.release()
+	if c.adm == overQuota {
+		sv.report(sv.overLimit(target{host: to.Addr().String(), port: int(to.Port())}, ProtoTCP))
+		return
+	}
 	ctx, cancel := sv.bind(context.Background())
 	up, err := sv.p.dial(ctx, "tcp", to.String())
 	cancel()
@@ -538,7 +703,7 @@ func (sv *Served) forwardConn(c *clientConn, to netip.AddrPort) {
 		up.Close()
 		return
 	}
-	sv.p.relay(c.Conn, up)
+	sv.relay(c.Conn, up)
 	sv.dropUp(up)
 }
 
@@ -556,54 +721,113 @@ func (sv *Served) bind(ctx context.Context) (context.Context, context.CancelFunc
 // relay copies a to b and b to a until both directions end. The end of one
 // direction half-closes the other side's write half (where the connection
 // has one); an error closes both connections.
-func (p *Proxy) relay(a, b net.Conn) {
+func (sv *Served) relay(a, b net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p.pipe(b, a)
+		sv.p.pipe(b, a, sv.q)
 	}()
-	p.pipe(a, b)
+	sv.p.pipe(a, b, sv.q)
 	<-done
 	a.Close()
 	b.Close()
 }
 
-// pipe copies src to dst through a pooled relayBuffer-sized buffer. Not
-// io.Copy's splice(2): measured on loopback here, a 1 MiB userspace buffer
-// moves 10-30% more than splice through a 64 KiB pipe (the proxy is a
-// third copy-bound party on the same cores as client and server, and fewer,
-// larger calls win); the buffer is held only while bytes flow.
-func (p *Proxy) pipe(dst, src net.Conn) {
-	buf := p.buffer()
-	_, err := io.CopyBuffer(writerOnly{dst}, readerOnly{src}, buf)
-	p.buffers.Put(&buf)
-	if err == nil {
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-			return
+// pipe copies src to dst, one read and one write at a time, through a
+// buffer borrowed for them only: it waits until src has bytes (or its end)
+// before it borrows, so an idle connection holds no buffer, only a writer
+// blocked by a reader that does not read holds one. Not io.Copy's
+// splice(2): measured on loopback here, a 1 MiB userspace buffer moves
+// 10-30% more than splice through a 64 KiB pipe (the proxy is a third
+// copy-bound party on the same cores as client and server, and fewer,
+// larger calls win), so q lends its command up to bigBuffers of those.
+func (p *Proxy) pipe(dst, src net.Conn, q *Quota) {
+	for {
+		if err := waitReadable(src); err != nil {
+			break
+		}
+		buf, big := p.borrow(q)
+		n, rerr := src.Read(buf)
+		var werr error
+		if n > 0 {
+			_, werr = dst.Write(buf[:n])
+		}
+		p.giveBack(q, buf, big)
+		if werr != nil {
+			break
+		}
+		if rerr == io.EOF {
+			if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+				return
+			}
+			break
+		}
+		if rerr != nil {
+			break
 		}
 	}
 	dst.Close()
 	src.Close()
 }
 
-// relayBuffer is the size of pipe's copy buffer.
-const relayBuffer = 1 << 20
+const (
+	// relayBuffer is the size of the copy buffers a command's relays
+	// borrow while it has fewer than bigBuffers of them.
+	relayBuffer = 1 << 20
+	// smallBuffer is the size of the other copy buffers: the relays'
+	// past bigBuffers, and the plain-HTTP forwarder's.
+	smallBuffer = 32 << 10
+)
 
-// readerOnly and writerOnly hide ReadFrom/WriteTo, so that io.CopyBuffer
-// uses the buffer it is given.
-type readerOnly struct{ io.Reader }
-type writerOnly struct{ io.Writer }
+// borrow lends a copy buffer for one read and write of a relay of q's
+// command: relayBuffer bytes while q has fewer than bigBuffers of those
+// out (big is then true), smallBuffer bytes otherwise.
+func (p *Proxy) borrow(q *Quota) (buf []byte, big bool) {
+	q.mu.Lock()
+	big = q.big < bigBuffers
+	if big {
+		q.big++
+	}
+	q.lent++
+	q.mu.Unlock()
+	if big {
+		return p.bigBuffer(), true
+	}
+	return p.smallBuffer(), false
+}
 
-// buffer returns a relayBuffer-sized buffer from the pool.
-func (p *Proxy) buffer() []byte {
-	if bp, ok := p.buffers.Get().(*[]byte); ok {
+// giveBack returns a buffer borrow lent.
+func (p *Proxy) giveBack(q *Quota, buf []byte, big bool) {
+	q.mu.Lock()
+	if big {
+		q.big--
+	}
+	q.lent--
+	q.mu.Unlock()
+	if big {
+		p.bigBufs.Put(&buf)
+	} else {
+		p.smallBufs.Put(&buf)
+	}
+}
+
+func (p *Proxy) bigBuffer() []byte {
+	if bp, ok := p.bigBufs.Get().(*[]byte); ok {
 		return *bp
 	}
 	return make([]byte, relayBuffer)
 }
 
-// bufferPool lends the proxy's buffers to httputil.ReverseProxy.
+func (p *Proxy) smallBuffer() []byte {
+	if bp, ok := p.smallBufs.Get().(*[]byte); ok {
+		return *bp
+	}
+	return make([]byte, smallBuffer)
+}
+
+// bufferPool lends the small buffers to httputil.ReverseProxy, which holds
+// one while it copies a response body (at most one per client connection).
 type bufferPool struct{ p *Proxy }
 
-func (b bufferPool) Get() []byte  { return b.p.buffer() }
-func (b bufferPool) Put(x []byte) { b.p.buffers.Put(&x) }
+func (b bufferPool) Get() []byte  { return b.p.smallBuffer() }
+func (b bufferPool) Put(x []byte) { b.p.smallBufs.Put(&x) }

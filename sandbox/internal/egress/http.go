@@ -39,6 +39,10 @@ func serveHTTP(w http.ResponseWriter, r *http.Request) {
 		plainText(w, http.StatusBadRequest, "dsh-sandbox: "+err.Error()+": "+r.URL.Host+"\n")
 		return
 	}
+	if c.adm == overQuota {
+		sv.refuseOverLimit(w, sv.overLimit(t, "http"))
+		return
+	}
 	// The name is checked on every request (a pooled upstream connection
 	// skips the dial, which checks the addresses).
 	if d := sv.checkName(t, "http"); d != nil {
@@ -54,6 +58,10 @@ func (sv *Served) serveConnect(w http.ResponseWriter, r *http.Request, c *client
 	t, err := parseAuthority(r.Host, 0)
 	if err != nil {
 		plainText(w, http.StatusBadRequest, "dsh-sandbox: "+err.Error()+": "+r.Host+"\n")
+		return
+	}
+	if c.adm == overQuota {
+		sv.refuseOverLimit(w, sv.overLimit(t, "connect"))
 		return
 	}
 	up, err := sv.dialTarget(r.Context(), t, "connect")
@@ -93,7 +101,7 @@ func (sv *Served) serveConnect(w http.ResponseWriter, r *http.Request, c *client
 			return
 		}
 	}
-	sv.p.relay(raw, up)
+	sv.relay(raw, up)
 }
 
 // refuse answers a denial with a 403 and reports it.
@@ -101,6 +109,15 @@ func (sv *Served) refuse(w http.ResponseWriter, d Denial) {
 	sv.report(d)
 	w.Header().Set("X-Dsh-Sandbox-Denied", d.Address())
 	plainText(w, http.StatusForbidden, d.message(sv.s.Mode))
+}
+
+// refuseOverLimit answers a connection over the Quota with a 503, closes
+// it after the answer, and reports d.
+func (sv *Served) refuseOverLimit(w http.ResponseWriter, d Denial) {
+	sv.report(d)
+	w.Header().Set("X-Dsh-Sandbox-Denied", d.Address())
+	w.Header().Set("Connection", "close")
+	plainText(w, http.StatusServiceUnavailable, d.message(sv.s.Mode))
 }
 
 // httpError answers a failed dialTarget.

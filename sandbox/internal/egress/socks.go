@@ -111,6 +111,11 @@ func (sv *Served) serveSOCKS(c *clientConn) {
 		socksReply(raw, socksGeneralFailure, nil)
 		return
 	}
+	if c.adm == overQuota {
+		sv.report(sv.overLimit(t, "socks5"))
+		socksReply(raw, socksGeneralFailure, nil)
+		return
+	}
 	up, err := sv.dialTarget(context.Background(), t, "socks5")
 	// The handshake is over (the dial may have used most of its deadline):
 	// the reply and the tunnel have none.
@@ -127,7 +132,7 @@ func (sv *Served) serveSOCKS(c *clientConn) {
 	if socksReply(raw, socksSucceeded, up.LocalAddr()) != nil {
 		return
 	}
-	sv.p.relay(raw, up)
+	sv.relay(raw, up)
 }
 
 // socksCode is the reply code for a failed dialTarget.

@@ -3,9 +3,9 @@ package facts
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 	"sync"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/printable"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -76,24 +76,16 @@ func (d Denial) Target() string {
 // a limit "limit <name> hit: <syscall> <errno> (<mode> mode)".
 func (d Denial) Line(m modes.Mode) string {
 	if d.Op == OpLimit {
-		return fmt.Sprintf("limit %s hit: %s %s (%s mode)", printable(d.Address), d.Syscall, d.Errno, m)
+		return fmt.Sprintf("limit %s hit: %s %s (%s mode)", printable.Name(d.Address), d.Syscall, d.Errno, m)
 	}
 	why := m.String() + " mode"
 	if d.Reason != "" {
-		why += ", " + printable(d.Reason)
+		why += ", " + printable.Name(d.Reason)
 	}
 	if t := d.Target(); t != "" {
-		return fmt.Sprintf("denied %s %s (%s)", d.Op, printable(t), why)
+		return fmt.Sprintf("denied %s %s (%s)", d.Op, printable.Name(t), why)
 	}
 	return fmt.Sprintf("denied %s (%s)", d.Op, why)
-}
-
-// printable escapes control characters so a hostile path cannot forge lines.
-func printable(s string) string {
-	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return s
-	}
-	return strings.Trim(fmt.Sprintf("%q", s), `"`)
 }
 
 // MaxDenials is how many distinct denials (op, path, address) a command's

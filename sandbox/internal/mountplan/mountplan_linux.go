@@ -57,6 +57,14 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay) 
 		if err != nil {
 			return nil, err
 		}
+		for _, l := range []struct {
+			fd   int
+			path string
+		}{{ov.UpperFD, ov.Upper}, {ov.WorkFD, ov.Work}} {
+			if l.fd > 0 {
+				t = append(t, "same", strconv.Itoa(l.fd), l.path)
+			}
+		}
 		t = append(t, "md", "overlay", ov.Root, "overlay", strconv.FormatUint(unix.MS_NOSUID|unix.MS_NODEV, 10), "hard", data)
 		for _, r := range ov.Rules {
 			t = append(t, "l", r.Path, strconv.FormatUint(r.Access, 10))
@@ -198,9 +206,13 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay) 
 // command's writes there land in Upper. Rules are the Landlock rules on Root
 // and beneath it (landlock.Ruleset.Beneath), added again on the overlay's
 // inodes; Dir, the transaction's directory (Upper and Work lie in it), is
-// hidden from the command.
+// hidden from the command. UpperFD and WorkFD, when set, are the runner's
+// descriptors of the layers the supervisor checked: the runner mounts
+// those directories (the inodes at Upper and Work, reached without a
+// symlink, must still be them), not whatever the paths name.
 type Overlay struct {
 	Root, Upper, Work, Dir string
+	UpperFD, WorkFD        int
 	Rules                  []landlock.Rule
 }
 
@@ -214,7 +226,14 @@ func (o *Overlay) options() (string, error) {
 			return "", fmt.Errorf("mount view: overlay: %q cannot be an overlay layer (it must be absolute, without ',', ':', '\\' or a newline)", p)
 		}
 	}
-	return "lowerdir=" + o.Root + ",upperdir=" + o.Upper + ",workdir=" + o.Work + ",userxattr", nil
+	upper, work := o.Upper, o.Work
+	if o.UpperFD > 0 {
+		upper = "/proc/self/fd/" + strconv.Itoa(o.UpperFD)
+	}
+	if o.WorkFD > 0 {
+		work = "/proc/self/fd/" + strconv.Itoa(o.WorkFD)
+	}
+	return "lowerdir=" + o.Root + ",upperdir=" + upper + ",workdir=" + work + ",userxattr", nil
 }
 
 // maskFlags are the mount flags of a mask.

@@ -9,7 +9,8 @@
 // follow a path through the supervisor's own root (every lookup is relative
 // to the target's root fd), never guess (a path it cannot judge from outside,
 // a /proc magic link or a deleted file, is an error the caller turns into
-// "let the kernel decide"), and never act on what it resolves: beyond O_PATH
+// "let the kernel decide" — or, for a call it must not continue, into a
+// judgement of the descriptor behind the link, [FDError]), and never act on what it resolves: beyond O_PATH
 // lookups under the target's root ([OpenRoot]), closed at once, it opens,
 // creates and changes nothing for the command. It holds no state beyond one
 // Target (which a caller may reuse, [Target.Retarget], to save allocations).

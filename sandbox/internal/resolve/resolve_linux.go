@@ -19,6 +19,50 @@ import (
 // an anonymous file): the supervisor lets the kernel decide.
 var errUnsure = errors.New("path cannot be resolved from outside")
 
+// Unsure reports whether err says that a path cannot be judged from
+// outside (a /proc magic link to what has no path, a deleted working
+// directory), an *FDError included.
+func Unsure(err error) bool { return errors.Is(err, errUnsure) }
+
+// FDError is the error of a path that ends in a descriptor's magic link
+// (/proc/PID/fd/N, /proc/PID/task/TID/fd/N, through /proc/self or
+// /dev/fd) to what has no path: a pipe, a socket, an anonymous inode, a
+// deleted file. A caller that must not let the kernel decide can judge the
+// descriptor instead: FD of the target itself when Own. It unwraps to the
+// error of any other path that cannot be judged from outside.
+type FDError struct {
+	FD  int
+	Own bool // the magic link is the target's own (its pid, as /proc/self names it)
+}
+
+func (e *FDError) Error() string {
+	return fmt.Sprintf("descriptor %d: %v", e.FD, errUnsure)
+}
+
+func (e *FDError) Unwrap() error { return errUnsure }
+
+// unsure is the error of next, a magic link whose destination has no path:
+// an *FDError when it is the last component of a descriptor's link.
+func (t *Target) unsure(next string, last bool) error {
+	rest, ok := strings.CutPrefix(next, "/proc/")
+	if !last || !ok {
+		return errUnsure
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) == 5 && parts[1] == "task" {
+		parts = []string{parts[0], parts[3], parts[4]}
+	}
+	if len(parts) != 3 || parts[1] != "fd" {
+		return errUnsure
+	}
+	pid, err1 := strconv.Atoi(parts[0])
+	fd, err2 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil || fd < 0 {
+		return errUnsure
+	}
+	return &FDError{FD: fd, Own: pid == t.selfPID()}
+}
+
 // Target is a process stopped in a notified system call, seen from the
 // supervisor: its host pid, and the sandbox's root directory (which resolves
 // through the sandbox's mount namespace). Every process of a sandbox has the
@@ -245,10 +289,10 @@ func (t *Target) walk(p string, follow bool) (string, error) {
 			return "", err
 		}
 		if strings.HasPrefix(next, "/proc/") && !strings.HasPrefix(dest, "/") && strings.Contains(dest, ":") {
-			return "", errUnsure // pipe:[…], socket:[…], anon_inode:…
+			return "", t.unsure(next, last) // pipe:[…], socket:[…], anon_inode:…
 		}
 		if strings.HasSuffix(dest, " (deleted)") {
-			return "", errUnsure
+			return "", t.unsure(next, last)
 		}
 		rest := comps[i+1:]
 		comps = append(strings.Split(dest, "/"), rest...)

@@ -3,6 +3,7 @@
 package resolve
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,6 +63,43 @@ func TestResolveOwnProcess(t *testing.T) {
 	entry, err := tg.ResolveEntry(unix.AT_FDCWD, "rel/out")
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(dir, "real/sub/out"), entry, "entries keep their last component")
+}
+
+// TestResolveFDError: a magic link of the target's own descriptor to what
+// has no path is an *FDError naming the descriptor (as the last component
+// only); anything else that cannot be judged stays a plain unsure error.
+func TestResolveFDError(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	dir := t.TempDir()
+	gone, err := os.Create(filepath.Join(dir, "gone"))
+	require.NoError(t, err)
+	defer gone.Close()
+	require.NoError(t, os.Remove(gone.Name()))
+	tg := ownTarget(t)
+	for _, tc := range []struct {
+		p  string
+		fd int // -1: not an *FDError
+	}{
+		{"/proc/self/fd/" + strconv.Itoa(int(r.Fd())), int(r.Fd())},
+		{"/dev/fd/" + strconv.Itoa(int(w.Fd())), int(w.Fd())},
+		{"/proc/thread-self/fd/" + strconv.Itoa(int(gone.Fd())), int(gone.Fd())},
+		{"/proc/self/fd/" + strconv.Itoa(int(r.Fd())) + "/x", -1}, // not the last component
+	} {
+		_, err := tg.Resolve(unix.AT_FDCWD, tc.p, true)
+		require.Error(t, err, tc.p)
+		assert.True(t, Unsure(err), "%s: %v", tc.p, err)
+		var fe *FDError
+		if tc.fd < 0 {
+			assert.False(t, errors.As(err, &fe), tc.p)
+			continue
+		}
+		if assert.ErrorAs(t, err, &fe, tc.p) {
+			assert.Equal(t, &FDError{FD: tc.fd, Own: true}, fe, tc.p)
+		}
+	}
 }
 
 func TestReadPath(t *testing.T) {

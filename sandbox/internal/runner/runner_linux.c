@@ -7,9 +7,10 @@
 // Protocol (fd 3, SOCK_SEQPACKET): the supervisor sends a spec (NUL-separated
 // tokens) and, when confining, the seccomp BPF program with the Landlock
 // ruleset fd attached. The runner answers with JSON messages: init (the pid
-// namespace's init pid), listener (its fd number, taken by the supervisor
-// with pidfd_getfd, then "ack"; and mount_view and netns, 0 or 1),
-// netlisten (an egress listener's fd number, taken the same way), keeper (the inner
+// namespace's init pid), listener (the seccomp listener itself, attached
+// with SCM_RIGHTS by a helper of the command's process, then "ack"; and
+// mount_view and netns, 0 or 1), netlisten (an egress listener's fd number,
+// taken by the supervisor with pidfd_getfd, then "ack"), keeper (the inner
 // keeper's pid, without a pid namespace), ready, fail, execfail (the
 // command's execve failed), exit;
 // a fail message carries the errno ("errno", "op") when a call failed, so
@@ -24,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
+#include <linux/openat2.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -43,6 +45,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -64,6 +67,9 @@
 #endif
 #ifndef SYS_landlock_add_rule
 #define SYS_landlock_add_rule 445
+#endif
+#ifndef SYS_openat2
+#define SYS_openat2 437
 #endif
 #ifndef SYS_io_uring_setup
 #define SYS_io_uring_setup 425
@@ -102,9 +108,9 @@ static void json_str(char *out, size_t cap, const char *s) {
 
 // send_msg sends one control message. It uses send(2) (sendto without an
 // address), which the seccomp filter does not route to the supervisor:
-// sendmsg is always routed there, and the listener itself travels through
-// this socket. Descriptors never travel this way; the supervisor takes them
-// with pidfd_getfd.
+// sendmsg is always routed there. Only the listener travels as a
+// descriptor, from a helper outside the filter (send_listener); the
+// supervisor takes the others with pidfd_getfd.
 static int send_msg(const char *msg) {
 	ssize_t r;
 	do {
@@ -243,6 +249,25 @@ static int apply_mounts(int from, int *fresh_proc, int ruleset) {
 			if (syscall(SYS_landlock_add_rule, ruleset, 1 /* LANDLOCK_RULE_PATH_BENEATH */, &pb, 0) < 0)
 				fail("landlock rule %s: %s", path, strerror(errno));
 			close(pb.parent_fd);
+		} else if (strcmp(tok[i], "same") == 0 && i + 2 < ntok) {
+			// same FD PATH: FD, a directory the supervisor opened and
+			// checked, becomes PATH as this mount namespace sees it — the
+			// same inode, reached without a symlink — so that a later step
+			// can name it /proc/self/fd/FD (an overlay refuses a layer
+			// whose mount belongs to another namespace). Another inode
+			// there means the directory was replaced since: fail.
+			int fd = atoi(tok[i + 1]);
+			const char *path = tok[i + 2];
+			i += 2;
+			struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+			int nfd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+			if (nfd < 0) fail("%s: %s", path, strerror(errno));
+			struct stat held, seen;
+			if (fstat(fd, &held) < 0 || fstat(nfd, &seen) < 0) fail("%s: %s", path, strerror(errno));
+			if (held.st_dev != seen.st_dev || held.st_ino != seen.st_ino)
+				fail("%s is not the directory the supervisor checked: it was replaced while the sandbox started", path);
+			if (dup3(nfd, fd, O_CLOEXEC) < 0) fail("%s: %s", path, strerror(errno));
+			close(nfd);
 		} else if (strcmp(tok[i], "ro") == 0 && i + 1 < ntok) {
 			i++;
 			if (!read_only(tok[i])) {
@@ -751,6 +776,19 @@ static void enter_namespaces(int want_net) {
 	}
 }
 
+// seal_process makes this process of the runner's (relay, keeper, init)
+// non-dumpable, so that the command — same uid, same Landlock domain —
+// cannot reach it through /proc: not its descriptors (/proc/PID/fd: the
+// transaction's directory and layers, which it keeps open), nor its memory,
+// environment, cwd or root links. Only a process with CAP_SYS_PTRACE over
+// the user namespace the runner was started in (the initial one) could, and
+// the command has no capability. Called once the supervisor has taken
+// every descriptor it needs from the process (pidfd_getfd checks the same
+// access), and before the command is started.
+static void seal_process(void) {
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) fail("set non-dumpable: %s", strerror(errno));
+}
+
 // relay is what stays of the runner once its child keeps the command: the
 // init of the new pid namespace, or, without one, an inner keeper. It passes
 // signals on to that child and ends with it. If the relay dies, the child's
@@ -762,6 +800,7 @@ static void enter_namespaces(int want_net) {
 // its keeper) is continued at once, so that it goes on forwarding signals,
 // reaping and reporting.
 static void relay(pid_t init, int subreaper) {
+	seal_process();
 	sigset_t all;
 	sigfillset(&all);
 	int sfd = signalfd(-1, &all, SFD_CLOEXEC);
@@ -849,71 +888,84 @@ static void setup_namespaces(int want_net) {
 
 // The seccomp program, received in runner_main and loaded by load_filter.
 static char bpf[SPEC_MAX];
+static char *bpf_g = bpf;
 static ssize_t blen_g;
 
-// load_filter is step 5, in the command's process before it execs: it loads
-// the seccomp filter and, with user notification, hands the listener to its
-// parent (which passes it on to the supervisor) through pipe lp, waiting on
-// pipe go until the parent holds a copy. fail reports to the supervisor
-// directly (send(2) is never routed).
-static void load_filter(int notify, int lp, int go) {
-	struct sock_fprog prog = {.len = (unsigned short)(blen_g / sizeof(struct sock_filter)), .filter = (struct sock_filter *)bpf};
-	long lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
-	if (lfd < 0) {
-		if (out_of_resources(errno)) fail_sys("seccomp: load filter", errno);
-		fail("seccomp: load filter: %s", strerror(errno));
-	}
-	if (notify) {
-		int n = (int)lfd;
-		while (write(lp, &n, sizeof n) < 0 && errno == EINTR) {
-		}
-		char c;
-		ssize_t r;
-		do {
-			r = read(go, &c, 1);
-		} while (r < 0 && errno == EINTR);
-		if (r != 1) _exit(125); // the parent failed; it reported why
-		close(n);
-	}
-	close(lp);
-	close(go);
-	errno = 0;
-	if (syscall(SYS_io_uring_setup, 0, NULL) != -1 || errno != EPERM)
-		fail("seccomp self-test: io_uring_setup was not denied (%s)", strerror(errno));
-}
-
-// pass_listener takes the listener from child (its fd number comes through
-// pipe lp) with pidfd_getfd, names the copy to the supervisor (with whether
-// the command has a mount view), waits for its acknowledgement, and lets the
-// child go on (pipe go).
-static void pass_listener(pid_t child, int lp, int go, int mount_view) {
-	int n;
-	ssize_t r;
-	do {
-		r = read(lp, &n, sizeof n);
-	} while (r < 0 && errno == EINTR);
-	if (r != (ssize_t)sizeof n) _exit(125); // the child failed; it reported why
-	int pfd = (int)syscall(SYS_pidfd_open, child, 0);
-	if (pfd < 0) fail_sys("pidfd_open", errno);
-	int lfd = (int)syscall(SYS_pidfd_getfd, pfd, n, 0);
-	if (lfd < 0) {
-		if (out_of_resources(errno)) fail_sys("take the seccomp listener", errno);
-		fail("take the seccomp listener: %s", strerror(errno));
-	}
-	close(pfd);
-	fcntl(lfd, F_SETFD, FD_CLOEXEC);
+// The listener's way to the supervisor. The command's process cannot send
+// it once the filter is loaded (sendmsg is routed to the very supervisor
+// that does not hold the listener yet), and the supervisor cannot take it
+// with pidfd_getfd where the host forbids that call (Docker's default
+// seccomp profile allows it only with CAP_SYS_PTRACE). So a helper process
+// that shares the command's descriptor table (clone with CLONE_FILES), made
+// before the filter is loaded and so not under it, sends it with SCM_RIGHTS
+// over the control socket and waits for the acknowledgement; the command's
+// process then closes it and execs. (A thread would do, but pthread_create
+// is wrapped in the CLI, and a raw thread shares errno with its creator.)
+static int send_listener(int lfd, int mount_view) {
 	char lm[160], ack[64];
 	// The supervisor learns whether the command has a mount view now,
 	// before any notification: without one it refuses what Landlock cannot
 	// see (ioctl-only opens, truncation below ABI 3, openat2).
-	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":%d,\"pid\":%d,\"mount_view\":%d,\"netns\":%d}", lfd,
-	         pid1 ? 0 : (int)getpid(), mount_view ? 1 : 0, ns_net ? 1 : 0);
-	if (send_msg(lm) < 0) fail("pass seccomp listener: %s", strerror(errno));
-	ssize_t an = recv_msg(ack, sizeof ack - 1);
-	if (an <= 0) _exit(125);
-	close(lfd);
-	while (write(go, "g", 1) < 0 && errno == EINTR) {
+	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":-1,\"mount_view\":%d,\"netns\":%d}", mount_view ? 1 : 0, ns_net ? 1 : 0);
+	struct iovec iov = {.iov_base = lm, .iov_len = strlen(lm)};
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	memset(cbuf, 0, sizeof cbuf);
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &lfd, sizeof(int));
+	ssize_t r;
+	do {
+		r = sendmsg(CTRL_FD, &mh, MSG_NOSIGNAL);
+	} while (r < 0 && errno == EINTR);
+	if (r < 0) return -1;
+	return recv_msg(ack, sizeof ack - 1) > 0 ? 0 : -1;
+}
+
+// load_filter is step 5, in the command's process before it execs: it loads
+// the seccomp filter and, with user notification, hands the listener to the
+// supervisor (see send_listener). fail reports to the supervisor directly
+// (send(2) is never routed).
+static void load_filter(int notify, int mount_view) {
+	struct sock_fprog prog = {.len = (unsigned short)(blen_g / sizeof(struct sock_filter)), .filter = (struct sock_filter *)bpf_g};
+	int np[2] = {-1, -1};
+	pid_t sender = -1;
+	if (notify) {
+		if (pipe2(np, O_CLOEXEC) < 0) fail_sys("pipe", errno);
+		sender = (pid_t)syscall(SYS_clone, CLONE_FILES | SIGCHLD, 0, NULL, NULL, 0);
+		if (sender < 0) fail_sys("clone the listener's sender", errno);
+		if (sender == 0) {
+			int lfd;
+			ssize_t r;
+			do {
+				r = read(np[0], &lfd, sizeof lfd);
+			} while (r < 0 && errno == EINTR);
+			_exit(r == (ssize_t)sizeof lfd && lfd >= 0 && send_listener(lfd, mount_view) == 0 ? 0 : 1);
+		}
 	}
+	long lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
+	int load_errno = errno;
+	if (notify) {
+		int n = (int)lfd;
+		while (write(np[1], &n, sizeof n) < 0 && errno == EINTR) {
+		}
+		int st = 0;
+		while (waitpid(sender, &st, 0) < 0 && errno == EINTR) {
+		}
+		close(np[0]);
+		close(np[1]);
+		if (lfd >= 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) _exit(125); // the supervisor is gone
+	}
+	if (lfd < 0) {
+		if (out_of_resources(load_errno)) fail_sys("seccomp: load filter", load_errno);
+		fail("seccomp: load filter: %s", strerror(load_errno));
+	}
+	if (notify) close((int)lfd);
+	errno = 0;
+	if (syscall(SYS_io_uring_setup, 0, NULL) != -1 || errno != EPERM)
+		fail("seccomp self-test: io_uring_setup was not denied (%s)", strerror(errno));
 }
 
 // parse_addr parses "a.b.c.d" or "[v6]" (brackets optional) into ss.
@@ -1113,7 +1165,12 @@ static void runner_main(char **argv) {
 	int confine = opt("confine"), mount_view = 0, fresh_proc = 0, landlock = 0, notify = 0, ruleset = -1;
 	if (confine) {
 		ssize_t blen = recv_bpf(bpf, sizeof bpf, &ruleset);
-		if (blen <= 0 || blen % sizeof(struct sock_filter)) fail("runner: bad seccomp program");
+		// One program, or two (the second, bpf2 bytes at the end, routes
+		// metadata changes for a command without a mount view; picked
+		// below).
+		ssize_t blen2 = opt("bpf2");
+		if (blen <= 0 || blen2 < 0 || blen2 >= blen || blen % sizeof(struct sock_filter) || blen2 % sizeof(struct sock_filter))
+			fail("runner: bad seccomp program");
 		if (opt("landlock") && ruleset < 0) fail("runner: no Landlock ruleset");
 		// 0. Namespaces.
 		if (opt("userns")) setup_namespaces(opt("netns"));
@@ -1155,7 +1212,14 @@ static void runner_main(char **argv) {
 		// keeper, init) can always signal and kill the tree, the
 		// supervisor gone or not: calls the filter routes to the supervisor
 		// fail with ENOSYS once its listener is closed.
-		blen_g = blen;
+		// Without a mount view, the program that routes metadata changes
+		// to the supervisor (the listener message says which was loaded).
+		if (blen2 > 0 && !mount_view) {
+			bpf_g = bpf + (blen - blen2);
+			blen_g = blen2;
+		} else {
+			blen_g = blen - blen2;
+		}
 		notify = opt("notify");
 	}
 	// 7. Start the command in a new session; stay as its init.
@@ -1197,9 +1261,8 @@ static void runner_main(char **argv) {
 	// A close-on-exec pipe tells whether the command's execve succeeded
 	// (EOF) or failed (its errno): a command that cannot be started is
 	// reported as such, not as an exit status.
-	int ep[2], lp[2] = {-1, -1}, go[2] = {-1, -1};
+	int ep[2];
 	if (pipe2(ep, O_CLOEXEC) < 0) fail_sys("pipe", errno);
-	if (confine && (pipe2(lp, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)) fail_sys("pipe", errno);
 	// Resource limit without a cgroup: RLIMIT_NPROC, which counts the
 	// processes of the real uid in this user namespace (ucounts, Linux
 	// 5.14), so per command only inside one the runner made; uid 0 is
@@ -1209,6 +1272,9 @@ static void runner_main(char **argv) {
 		struct rlimit rl = {(rlim_t)opt("nproc"), (rlim_t)opt("nproc")};
 		nproc = setrlimit(RLIMIT_NPROC, &rl) == 0;
 	}
+	// Nothing more is taken from this process (the listener goes from the
+	// command's own process, by SCM_RIGHTS).
+	seal_process();
 	child = fork();
 	if (child < 0) fail_sys("fork", errno);
 	leader_unreaped = child > 0;
@@ -1216,11 +1282,7 @@ static void runner_main(char **argv) {
 		close(ep[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		setsid();
-		if (confine) {
-			close(lp[0]);
-			close(go[1]);
-			load_filter(notify, lp[1], go[0]);
-		}
+		if (confine) load_filter(notify, mount_view);
 		// The extra files, the runner's fds 4.., become the command's 3..
 		// (dup2 clears close-on-exec on the copy; the last original keeps
 		// it, as does every other fd above 2).
@@ -1243,13 +1305,6 @@ static void runner_main(char **argv) {
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	close(ep[1]);
-	if (confine) {
-		close(lp[1]);
-		close(go[0]);
-		if (notify) pass_listener(child, lp[0], go[1], mount_view);
-		close(lp[0]);
-		close(go[1]);
-	}
 	close_extra();
 	int exec_errno = 0;
 	ssize_t er;

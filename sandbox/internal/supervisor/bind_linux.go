@@ -42,11 +42,11 @@ import (
 // A bind checked and then continued could be raced (another thread swaps
 // the address, or the descriptor with dup2, before the kernel runs it). So
 // the supervisor binds its own copy of the command's socket, with only the
-// address it read once, on a thread restricted like the command: no
-// capabilities, no_new_privs, the command's Landlock ruleset and umask, and
-// the pinned parent directory (inside the sandbox's mount namespace, so the
-// mount view applies) as its working directory. The kernel then checks the
-// bind exactly as for the command.
+// address it read once, on the thread restricted like the command
+// (restricted_linux.go: no capabilities, no_new_privs, the command's Landlock
+// ruleset), with the command's umask and the pinned parent directory (inside
+// the sandbox's mount namespace, so the mount view applies) as its working
+// directory. The kernel then checks the bind exactly as for the command.
 
 // sockID names a socket file.
 type sockID struct{ dev, ino uint64 }
@@ -160,50 +160,22 @@ func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	return verdict{}
 }
 
-// restrictedBind binds sfd to addr on a new OS thread restricted like the
-// command (see above), with dirfd, when not -1, as its working directory.
-// The thread is never given back: its goroutine ends locked, so the Go
-// runtime terminates it.
+// restrictedBind binds sfd to addr on the restricted thread
+// (restricted_linux.go), with umask and, when dirfd is not -1, dirfd as its
+// working directory.
 func (n *Notifier) restrictedBind(sfd, dirfd int, addr []byte, umask int) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with us
-		done <- func() error {
-			if err := unix.Unshare(unix.CLONE_FS); err != nil {
-				return unix.EACCES
-			}
-			unix.Umask(umask)
-			if dirfd >= 0 {
-				if err := unix.Fchdir(dirfd); err != nil {
-					return err
-				}
-			}
-			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-				return unix.EACCES
-			}
-			if n.ruleset >= 0 {
-				if _, _, e := unix.RawSyscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(n.ruleset), 0, 0); e != 0 {
-					return unix.EACCES
-				}
-			}
-			hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-			var data [2]unix.CapUserData
-			if err := unix.Capset(&hdr, &data[0]); err != nil {
-				return unix.EACCES
-			}
-			var p unsafe.Pointer
-			if len(addr) > 0 {
-				p = unsafe.Pointer(&addr[0])
-			}
-			_, _, e := unix.RawSyscall(unix.SYS_BIND, uintptr(sfd), uintptr(p), uintptr(len(addr)))
-			runtime.KeepAlive(addr)
-			if e != 0 {
-				return e
-			}
-			return nil
-		}()
-	}()
-	return <-done
+	return n.restricted.do(true, umask, dirfd, func() error {
+		var p unsafe.Pointer
+		if len(addr) > 0 {
+			p = unsafe.Pointer(&addr[0])
+		}
+		_, _, e := unix.RawSyscall(unix.SYS_BIND, uintptr(sfd), uintptr(p), uintptr(len(addr)))
+		runtime.KeepAlive(addr)
+		if e != 0 {
+			return e
+		}
+		return nil
+	})
 }
 
 // boundFile returns the socket file sfd is bound to. SIOCUNIXFILE opens the

@@ -4,8 +4,10 @@
 // judges or performs for the command — bind (bind_linux.go), connect and
 // sendto (connect_linux.go), sendmsg and sendmmsg (sendmsg_linux.go), kill
 // and friends (signal_linux.go), the sched_* calls (sched_linux.go), terminal
-// ioctls (terminals_linux.go) — and the bound on every emulated call that may
-// wait (bounded_linux.go).
+// ioctls (terminals_linux.go), changes of metadata without a mount view
+// (metadata_linux.go) — the thread restricted like the command on which it
+// performs binds and metadata changes (restricted_linux.go), and the bound
+// on every emulated call that may wait (bounded_linux.go).
 //
 // Package sandbox needs only [NewNotifier], [Notifier.Run],
 // [Notifier.Finish] and [OpenGuardFor] from it. It reads the target through
@@ -15,14 +17,24 @@
 // It pre-denies what the policy forbids, with the errno Landlock would give,
 // and lets everything else continue to the kernel: Landlock, the mount view
 // and the filter's errno rules stay the enforcement, so a verdict here may
-// only ever refuse more, never allow what they refuse. Rules it must keep:
+// only ever refuse more, never allow what they refuse. What no kernel layer
+// covers on a host it is never continued but performed here, on what it
+// checked, and only as far as the kernel would let the command: the socket
+// calls, and without a mount view the changes of metadata (Landlock has no
+// right for them), performed with the command's identity and no
+// capabilities. Rules it must keep:
 //
 //   - It never acts for the command by path once the command runs: a path
 //     is resolved once, through the target's root, into what is checked, and
-//     what it performs (connect, send, bind) goes through the descriptor it
-//     checked and pinned then (an O_PATH fd, /proc/self/fd) or the command's
-//     own socket taken with pidfd_getfd, never through the path again. The
-//     target's memory is read once; changing it afterwards changes nothing.
+//     what it performs (connect, send, bind, a change of metadata) goes
+//     through the descriptor it checked and pinned then (an O_PATH fd opened
+//     under the target's root without following any symlink,
+//     /proc/thread-self/fd) or the command's own socket taken with
+//     pidfd_getfd, never through the path again. The target's memory is read
+//     once; changing it afterwards changes nothing.
+//   - It never acts with its own powers: what the kernel must judge as the
+//     command's call (bind, a change of metadata) runs on the restricted
+//     thread, never on a thread with the supervisor's capabilities.
 //   - It never blocks on the command's behalf: no emulated call waits in the
 //     kernel, every wait is bounded (short slices, checked against the
 //     notification still pending), and a call is abandoned without an answer

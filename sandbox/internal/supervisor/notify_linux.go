@@ -44,8 +44,13 @@ type Notifier struct {
 	stopR, stopW int // -1 once closed
 	hostPts      hostDevpts
 	// ruleset is the command's Landlock ruleset (-1: none), for the
-	// supervisor's restricted binds (bind_linux.go).
+	// restricted thread.
 	ruleset int
+	// restricted performs binds and metadata changes as the command would
+	// (restricted_linux.go).
+	restricted restrictedThread
+	// idMaps are the sandbox's uid and gid maps, read once (metadata_linux.go).
+	idMaps [2]idMap
 	// relay and relayStart name the runner, whose descendants are the
 	// sandbox's processes (sched_linux.go).
 	relay      int
@@ -69,19 +74,27 @@ type Notifier struct {
 // never judged by path; openat2 keeps its flags in memory, so it answers
 // ENOSYS and callers fall back to openat. With a mount view every mount
 // outside the roots is read-only and nodev, and nothing changes.
+//
+// The same holds for changes of metadata (mode, owner, times, extended
+// attributes, inode flags), for which Landlock has no right at all: without
+// a mount view the notifier performs them itself (metadata_linux.go), on
+// the files the policy lets the command change, and refuses the rest.
 type OpenGuard struct {
 	ioctlOpen bool // refuse open/openat with access mode 3
 	truncate  bool // refuse truncate(2) and O_TRUNC opens that are not writable
 	openat2   bool // answer openat2 with ENOSYS
+	metadata  bool // emulate metadata changes (KindMeta) rather than continue them
 }
 
 // OpenGuardFor returns the guard of a run with or without the mount view,
 // under Landlock ABI abi (0: none).
 func OpenGuardFor(mountView bool, abi int) OpenGuard {
 	if mountView {
-		return OpenGuard{}
+		// openat2 keeps its flags and mode in memory: with a view too, a
+		// mode with set-ID bits could not be seen race-free (setid.go).
+		return OpenGuard{openat2: true}
 	}
-	return OpenGuard{ioctlOpen: true, truncate: abi < 3, openat2: true}
+	return OpenGuard{ioctlOpen: true, truncate: abi < 3, openat2: true, metadata: true}
 }
 
 // refuses returns the errno the guard answers call name with arguments a,
@@ -188,7 +201,7 @@ func NewNotifier(fd int, spec seccomp.Spec, p modes.Policy, denials *facts.Log, 
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
 	return &Notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: denials, changes: changed, done: make(chan struct{}),
-		stopR: stop[0], stopW: stop[1], ruleset: rs, relay: relay, relayStart: start, guard: guard}, nil
+		stopR: stop[0], stopW: stop[1], ruleset: rs, restricted: restrictedThread{ruleset: rs}, relay: relay, relayStart: start, guard: guard}, nil
 }
 
 // stopped reports whether stop was called.
@@ -212,6 +225,7 @@ func (n *Notifier) Run() {
 	defer close(n.done)
 	defer unix.Close(n.fd)
 	defer func() {
+		n.restricted.stop()
 		if n.rootfd >= 0 {
 			unix.Close(n.rootfd)
 		}
@@ -312,6 +326,10 @@ func (n *Notifier) handle(req *seccomp.Notif) {
 	a := req.Args
 	switch rule.Kind {
 	case seccomp.KindDeny:
+		if rule.Name == "ioctl" && seccomp.MetaIoctl(a[1]) {
+			n.respond(req, n.metaIoctl(req, rule))
+			return
+		}
 		addr := ""
 		if rule.Name == "ioctl" {
 			addr = ioctlName(a[1])
@@ -344,7 +362,13 @@ func (n *Notifier) handle(req *seccomp.Notif) {
 			n.respond(req, v)
 			return
 		}
+		if v, ok := n.setIDCreate(req, rule); ok {
+			n.respond(req, v)
+			return
+		}
 		n.respond(req, n.pathVerdict(req, rule))
+	case seccomp.KindMeta:
+		n.respond(req, n.metaVerdict(req, rule))
 	case seccomp.KindBind:
 		n.respond(req, n.bind(req, rule))
 	case seccomp.KindListen:
@@ -412,8 +436,6 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		args = []pathArg{{dirfd: cwd, addr: a[0], entry: true}, {dirfd: cwd, addr: a[1], entry: true}}
 	case "renameat", "renameat2":
 		args = []pathArg{{dirfd: int32(a[0]), addr: a[1], entry: true}, {dirfd: int32(a[2]), addr: a[3], entry: true}}
-	case "chmod", "fchmodat", "fchmodat2":
-		return n.chmodVerdict(req, rule)
 	case "link":
 		args = []pathArg{{dirfd: cwd, addr: a[0]}, {dirfd: cwd, addr: a[1], entry: true}}
 	case "linkat":
@@ -485,9 +507,9 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 }
 
 // chmodVerdict lets a change of mode through, recording its path as a
-// change first: it is routed for the change facts only. Landlock has no
-// right for it; with the mount view every path outside the writable roots
-// and every protected one is on a read-only mount.
+// change first: with the mount view (every path outside the writable roots
+// and every protected one on a read-only mount) it is routed for the change
+// facts only.
 func (n *Notifier) chmodVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	dirfd, addr, follow := int32(unix.AT_FDCWD), a[0], true

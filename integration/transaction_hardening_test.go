@@ -1,0 +1,214 @@
+//go:build linux
+
+package integration
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Transactions against a command that attacks them (issue 26): nothing a
+// confined command does may change what a later commit writes, except the
+// contents of the upper layer as seen through its overlay.
+
+// reachScript tries every way a command has to the transaction's directory
+// through the runner's processes: each /proc/PID/fd/N of every process it
+// can see (pid 1, the namespace's init, among them), read and written.
+const reachScript = `
+import os, sys
+reached = []
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        fds = os.listdir("/proc/%s/fd" % pid)
+    except OSError:
+        continue
+    for fd in fds:
+        p = "/proc/%s/fd/%s" % (pid, fd)
+        for name in ("transaction.json", "upper"):
+            try:
+                os.stat(p + "/" + name)
+                reached.append(p)
+            except OSError:
+                pass
+        try:
+            with open(p + "/transaction.json", "a") as f:
+                f.write("x")
+            reached.append("wrote " + p)
+        except OSError:
+            pass
+    for f in ("environ", "mem", "cwd/.", "root/."):
+        try:
+            if pid != str(os.getpid()) and int(pid) < os.getpid():
+                os.stat("/proc/%s/%s" % (pid, f)) if f.endswith(".") else open("/proc/%s/%s" % (pid, f), "rb").read(1)
+                reached.append("/proc/%s/%s" % (pid, f))
+        except OSError:
+            pass
+open("legit", "w").write("ok\n")
+print("reached:", " ".join(reached))
+`
+
+// TestTransactionRunnerFDsUnreachable: the runner's processes keep the
+// transaction's directory open (its lock) and its layers (the overlay's):
+// none of it is reachable through /proc, nor their memory or environment;
+// commit applies only what the command wrote through the overlay.
+func TestTransactionRunnerFDsUnreachable(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		r := e.run(t, "python3 -c '"+reachScript+"'")
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, "reached: \n", r.Stdout, "the command reached the runner's processes")
+		c := e.cli(t, "commit", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		assert.Equal(t, "ok\n", readFile(t, filepath.Join(e.ws, "legit")))
+	})
+}
+
+// TestRunnerProcessesUnreachable: without a transaction too, and without a
+// pid namespace (where the runner's relay and keeper are visible), the
+// command reaches none of the runner's processes through /proc.
+func TestRunnerProcessesUnreachable(t *testing.T) {
+	for _, d := range []*degradation{nil, &degradedNoUserNS} {
+		name := "this host"
+		if d != nil {
+			name = d.name
+		}
+		t.Run(name, func(t *testing.T) {
+			forEachIdentity(t, func(t *testing.T, id identity) {
+				wrap := d.prepare(t, id)
+				ws := id.workspace(t)
+				r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Argv: []string{"python3", "-c", reachScript}, Dir: ws})
+				require.Equal(t, 0, r.Exit, r.String())
+				assert.Equal(t, "reached: \n", r.Stdout)
+			})
+		})
+	}
+}
+
+// TestTransactionDirInWritableRoot: a transaction directory inside a
+// writable root of the command (/tmp, the README's old example, or an
+// --allow-write root) is refused before anything runs: the command, or any
+// other with that root, could rewrite what the commit would apply.
+func TestTransactionDirInWritableRoot(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		extra := id.mkdirOwned(t, "/var/tmp", "dsh-it-root-")
+		for _, c := range []struct {
+			name, dir, root string
+			flags           []string
+		}{
+			{"tmp", filepath.Join(id.mkdirOwned(t, "/tmp", "dsh-it-tx-"), "tx"), "/tmp", nil},
+			{"allow-write", filepath.Join(extra, "tx"), extra, []string{"--allow-write", extra}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := e.fsEnv.run(t, "echo x > direct", append(c.flags, "--transaction", c.dir)...)
+				requireSetupRefused(t, r)
+				assert.Contains(t, r.Stderr, "lies in the writable root "+c.root)
+				requireAbsent(t, c.dir)
+				requireAbsent(t, filepath.Join(e.ws, "direct"))
+			})
+		}
+	})
+}
+
+// TestTransactionTampered: another confined command whose writable root
+// holds a transaction's directory edits the transaction — its manifest,
+// its upper layer, the upper layer itself swapped for a symlink to a
+// directory of the user's. Commit refuses (exit 1, one line, nothing
+// applied), and so do the next command and the diff; the workspace and the
+// user's directory are as they were.
+func TestTransactionTampered(t *testing.T) {
+	for _, c := range []struct {
+		name, script string
+	}{
+		{"manifest", `python3 -c 'import json,sys; p=sys.argv[1]+"/transaction.json"; m=json.load(open(p)); m["workspace"]=sys.argv[2]; m["started_ctime_ns"]=9*10**18; json.dump(m,open(p,"w"))' "$TX" "$VICTIM"`},
+		{"planted file", `printf '#!/bin/sh\ntouch /tmp/pwned\n' > "$TX/upper/authorized_keys"`},
+		{"rewritten file", `echo evil > "$TX/upper/new"`},
+		{"upper a symlink", `mv "$TX/upper" "$TX/upper.old" && ln -s "$VICTIM" "$TX/upper"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachIdentity(t, func(t *testing.T, id identity) {
+				e := newTxEnv(t, id)
+				base := id.mkdirOwned(t, "/var/tmp", "dsh-it-txbase-")
+				e.tx = filepath.Join(base, "tx")
+				victim := id.outside(t)
+				id.writeOwned(t, filepath.Join(victim, "keep"), "mine\n", 0o600)
+				r := e.run(t, "echo new > new")
+				require.Equal(t, 0, r.Exit, r.String())
+				before, victimBefore := treeHash(t, e.ws), treeHash(t, victim)
+
+				// The attacker: any confined command with base writable.
+				a := id.run(t, runOpts{
+					Flags: sandboxFlags("workspace-write", base),
+					Argv:  bash(c.script),
+					Env:   []string{"TX=" + e.tx, "VICTIM=" + victim},
+					Dir:   base,
+				})
+				require.Equal(t, 0, a.Exit, a.String())
+
+				for _, sub := range []string{"commit", "diff", "changes"} {
+					x := e.cli(t, sub, e.tx)
+					assert.Equal(t, 1, x.Exit, "%s: %s", sub, x.String())
+					assert.Contains(t, x.Stderr, "changed outside its commands", sub)
+					assert.Equal(t, 1, strings.Count(x.Stderr, "\n"), "%s: %s", sub, x.Stderr)
+				}
+				r = e.run(t, "echo more > more")
+				assert.NotEqual(t, 0, r.Exit, r.String())
+				assert.Contains(t, r.Stderr, "changed outside its commands")
+				assert.Equal(t, before, treeHash(t, e.ws), "nothing applied")
+				assert.Equal(t, victimBefore, treeHash(t, victim), "the user's directory is untouched")
+				requireAbsent(t, "/tmp/pwned")
+			})
+		})
+	}
+}
+
+// TestTransactionReviewEscaped: names and lines a command wrote to drive
+// the reviewer's terminal (cursor movement, carriage returns, a newline in
+// a name faking a diff header, bidirectional overrides) are escaped in
+// `diff` and `changes`.
+func TestTransactionReviewEscaped(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		r := e.run(t, `printf 'seen\n\033[1A\033[2Kevil\r\n' > hidden; touch "$(printf 'ok.txt\n+++ innocent')"; touch "$(printf 'evil\342\200\256txt.sh')"`)
+		require.Equal(t, 0, r.Exit, r.String())
+		d := e.cli(t, "diff", e.tx)
+		require.Equal(t, 0, d.Exit, d.String())
+		assert.NotContains(t, d.Stdout, "\x1b")
+		assert.NotContains(t, d.Stdout, "\r")
+		assert.NotContains(t, d.Stdout, "\u202e")
+		assert.NotContains(t, d.Stdout, "\n+++ innocent")
+		assert.Contains(t, d.Stdout, `+\x1b[1A\x1b[2Kevil\r`)
+		c := e.cli(t, "changes", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		assert.NotContains(t, c.Stdout, "\u202e")
+		var listed []Change
+		require.NoError(t, json.Unmarshal([]byte(c.Stdout), &listed), c.Stdout)
+		assert.Len(t, listed, 3, c.Stdout)
+	})
+}
+
+// TestTransactionCommitStripsSetID: a set-user-ID or set-group-ID
+// executable the command left (as root, set-user-ID root) reaches the
+// workspace without those bits, and commit says so.
+func TestTransactionCommitStripsSetID(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newTxEnv(t, id)
+		r := e.run(t, `cp /bin/true suid && chmod 4755 suid && cp /bin/true sgid && chmod 2755 sgid && stat -c '%a' suid sgid`)
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, "4755\n2755\n", r.Stdout, "the command's own view keeps the bits")
+		c := e.cli(t, "commit", e.tx)
+		require.Equal(t, 0, c.Exit, c.String())
+		for _, name := range []string{"suid", "sgid"} {
+			fi, err := os.Stat(filepath.Join(e.ws, name))
+			require.NoError(t, err)
+			assert.Equal(t, os.FileMode(0o755), fi.Mode(), name)
+			assert.Contains(t, c.Stderr, "applied without its set-user-ID, set-group-ID or capability bits: "+name)
+		}
+	})
+}
