@@ -122,8 +122,9 @@ func TestProbeMissingExact(t *testing.T) {
 					// ABI 3 either: the supervisor refuses truncation
 					// without a mount view, openguard_test.go; nor
 					// "metadata-writes": the supervisor performs them,
-					// metadata_test.go.)
-					want = []string{"protected-paths", "process-visibility", "ipc-isolation", "secret-masks-mount"}
+					// metadata_test.go; nor "ipc-isolation": it judges
+					// IPC ids, ipc_test.go.)
+					want = []string{"protected-paths", "process-visibility", "secret-masks-mount"}
 				}
 				if h.d == &degradedNoLandlock {
 					want = append(want, "secret-masks-landlock") // the mount view alone hides the secrets

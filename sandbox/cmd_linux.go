@@ -343,6 +343,9 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				}
 				return abort(err.Error())
 			}
+			if m.IPCNS != 1 {
+				n.SharesIPC()
+			}
 			if eg != nil {
 				if m.NetNS == 1 && eg.count() != eg.sockets() {
 					return abort(fmt.Sprintf("egress: the runner handed over %d of %d sockets", eg.count(), eg.sockets()))

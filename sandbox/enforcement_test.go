@@ -18,18 +18,19 @@ func TestAssess(t *testing.T) {
 		missing []string
 	}{
 		{"everything", modes.WorkspaceWrite, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true, notify: true}, LevelFull, []string{}},
-		// The supervisor performs the metadata changes without a mount view.
+		// The supervisor performs the metadata changes without a mount view,
+		// and judges IPC calls without an ipc namespace.
 		{"no user namespaces", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true, notify: true, metadata: true}, LevelPartial,
-			[]string{MissingProtectedPaths, MissingProcessVisibility, MissingIPCIsolation}},
+			[]string{MissingProtectedPaths, MissingProcessVisibility}},
 		{"no user namespaces, read-only", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true, metadata: true}, LevelPartial,
-			[]string{MissingProcessVisibility, MissingIPCIsolation}},
+			[]string{MissingProcessVisibility}},
 		// A filter that does not route them (a mount view was expected).
 		{"no mount view, metadata not routed", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true}, LevelPartial,
-			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation}},
+			[]string{MissingMetadataWrites, MissingProcessVisibility}},
 		// Truncation is refused by the filter (the supervisor without a
 		// mount view, the kernel without notify): nothing missing for it.
 		{"no user namespaces, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, notify: true, metadata: true}, LevelPartial,
-			[]string{MissingProtectedPaths, MissingProcessVisibility, MissingIPCIsolation}},
+			[]string{MissingProtectedPaths, MissingProcessVisibility}},
 		{"docker, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, carved: true}, LevelPartial,
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingDenialFacts}},
 		{"no landlock", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, seccomp: true, notify: true}, LevelFull,
@@ -51,7 +52,7 @@ func TestAssess(t *testing.T) {
 		{"secrets, everything", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true, notify: true, secrets: true}, LevelFull,
 			[]string{}},
 		{"secrets, no mount view", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true, metadata: true, secrets: true}, LevelPartial,
-			[]string{MissingProcessVisibility, MissingIPCIsolation, MissingSecretMasksMount}},
+			[]string{MissingProcessVisibility, MissingSecretMasksMount}},
 		{"secrets, no landlock", modes.WorkspaceWrite, layers{ns: allNS, mountView: true, freshProc: true, seccomp: true, notify: true, secrets: true}, LevelPartial,
 			[]string{MissingSecretMasksLandlock}},
 		{"danger", modes.DangerFullAccess, layers{secrets: true}, LevelNone, []string{}},

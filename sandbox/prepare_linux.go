@@ -41,6 +41,10 @@ type preparation struct {
 	bpf, noView          []byte
 	filter, filterNoView seccomp.Spec
 	notify               bool
+	// getfd: pidfd_getfd works here, so the supervisor can act on copies
+	// of the command's sockets (Docker's default seccomp profile refuses
+	// it without CAP_SYS_PTRACE; Linux < 5.6 lacks it).
+	getfd bool
 	// carved: the ruleset leaves every protected path that exists out of
 	// every write right (landlock.Options.CarveProtected).
 	carved bool
@@ -75,22 +79,28 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 	if !seccomp.Supported() {
 		return nil, errors.New("seccomp filtering is not available on this host")
 	}
-	// The supervisor takes the listener, and performs socket calls, with
-	// pidfd_getfd (5.6): without it, no user notification.
-	prep.notify = seccomp.NotifySupported() && pidfdGetfdSupported()
-	if p.Allowlist != nil && !prep.notify {
+	// The listener travels by SCM_RIGHTS (the runner's send_listener):
+	// user notification needs no pidfd_getfd. The supervisor acts on the
+	// command's sockets through copies taken with pidfd_getfd where the
+	// host allows it, else by replacing them (supervisor.NoPidfdGetfd).
+	prep.notify = seccomp.NotifySupported()
+	prep.getfd = pidfdGetfdSupported()
+	if p.Allowlist != nil && !(prep.notify && prep.getfd) {
 		// Only the supervisor can let an inet connect reach the proxy and
-		// nothing else: the filter cannot read a socket address.
-		return nil, errors.New("a network allowlist needs seccomp user notification with pidfd_getfd (Linux 5.9 or later), which this host does not offer")
+		// nothing else: the filter cannot read a socket address. Without
+		// pidfd_getfd it could only replace an inet socket, which it
+		// cannot see to be fresh (sock_diag lists no unbound inet socket),
+		// and the runner's listeners in a net namespace are taken with
+		// pidfd_getfd too.
+		return nil, errors.New(allowlistUnavailable)
 	}
 	abi, abiErr := effectiveABI(maxABI)
 	if abiErr != nil {
 		prep.landlockErr = abiErr.Error()
 	} else {
-		// Without user notification no supervisor pre-denies writes to the
-		// protected paths, and a host without it (Docker's seccomp
-		// profile) has no user namespace for a mount view either: Landlock
-		// leaves them out of the writable roots instead.
+		// Without user notification (Linux < 5.0) no supervisor pre-denies
+		// writes to the protected paths, and the mount view may be missing
+		// too: Landlock leaves them out of the writable roots instead.
 		carve := !prep.notify
 		derived := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts})
 		rs, err := derived.Build()
@@ -187,9 +197,8 @@ func transactionFits(p modes.Policy, tx *transaction.Tx) error {
 // filterSpec returns the seccomp variant for policy p. With user
 // notification the supervisor refuses, per run, what Landlock cannot stop
 // when the runner ends up without a mount view (supervisor.OpenGuardFor). Without it
-// the filter must decide before the runner does, so it assumes no mount
-// view whenever Landlock is there — a host without user notification
-// (Docker's seccomp profile) has no user namespace either; on one that has,
+// (Linux < 5.0) the filter must decide before the runner does, so it
+// assumes no mount view whenever Landlock is there; on a host that gets one,
 // the cost is that truncate(2) (ABI < 3), ioctl-only opens and openat2 are
 // refused even though the mount view would have made them safe. Without
 // Landlock a confined command runs only with the mount view: nothing to add.
@@ -360,6 +369,12 @@ func unwrapExecErr(err error) error {
 	}
 	return err
 }
+
+// allowlistUnavailable is why a network allowlist cannot run on a host
+// without user notification or pidfd_getfd.
+const allowlistUnavailable = "a network allowlist needs seccomp user notification with pidfd_getfd " +
+	"(Linux 5.9 or later, and a seccomp profile that allows pidfd_getfd: Docker's default allows it only with --cap-add SYS_PTRACE), " +
+	"which this host does not offer"
 
 // pidfdGetfdSupported reports whether pidfd_open and pidfd_getfd work here.
 func pidfdGetfdSupported() bool {

@@ -43,7 +43,16 @@ type LandlockProbe struct {
 // SeccompProbe is the seccomp part of a ProbeReport.
 type SeccompProbe struct {
 	Available bool `json:"available"`
-	Notify    bool `json:"notify"`
+	// Notify: seccomp user notification (Linux 5.0), so a supervisor
+	// judges the notified calls and reports denials.
+	Notify bool `json:"notify"`
+	// PidfdGetfd: the supervisor can copy a command's descriptors (Linux
+	// 5.6, and a seccomp profile that allows it: Docker's default does only
+	// with CAP_SYS_PTRACE). Without it the supervisor replaces the sockets
+	// it binds and connects for the command (SECCOMP_IOCTL_NOTIF_ADDFD,
+	// Linux 5.9), refuses what it cannot replace, and a network allowlist
+	// is unavailable.
+	PidfdGetfd bool `json:"pidfd_getfd"`
 }
 
 // NamespaceProbe says which namespaces a sandbox gets on this host, and
@@ -75,7 +84,7 @@ const (
 	AllowlistNetNS          = "net-namespace"   // the proxy's listener in the command's own net namespace is its only route
 	AllowlistSupervisor     = "supervisor"      // the supervisor connects inet sockets to the proxy only, Landlock limits TCP ports
 	AllowlistSupervisorOnly = "supervisor-only" // the same without Landlock's TCP rules (ABI < 4)
-	AllowlistUnavailable    = "unavailable"     // no seccomp user notification: an allowlist is refused
+	AllowlistUnavailable    = "unavailable"     // no seccomp user notification or no pidfd_getfd: an allowlist is refused
 )
 
 // ProbeOptions are the inputs of ProbeWith.
@@ -98,7 +107,11 @@ func (r ProbeReport) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "landlock: abi %d (%s%s)\n", r.Landlock.ABI, strings.Join(r.Landlock.Features, ", "), capped)
 	}
-	fmt.Fprintf(w, "seccomp: %s (user notification: %s)\n", yesNo(r.Seccomp.Available), yesNo(r.Seccomp.Notify))
+	getfd := ""
+	if r.Seccomp.Notify && !r.Seccomp.PidfdGetfd {
+		getfd = ", no pidfd_getfd: sockets replaced, not copied"
+	}
+	fmt.Fprintf(w, "seccomp: %s (user notification: %s%s)\n", yesNo(r.Seccomp.Available), yesNo(r.Seccomp.Notify), getfd)
 	n := r.Namespaces
 	fmt.Fprintf(w, "namespaces: user %s, mount %s, pid %s, net %s, ipc %s, uts %s", yesNo(n.User), yesNo(n.Mount),
 		yesNo(n.PID), yesNo(n.Net), yesNo(n.IPC), yesNo(n.UTS))
@@ -123,7 +136,7 @@ func (r ProbeReport) WriteText(w io.Writer) {
 	case AllowlistSupervisorOnly:
 		fmt.Fprintln(w, "allowlist: supervisor-only (inet connects reach only the egress proxy; missing: egress-landlock)")
 	case AllowlistUnavailable:
-		fmt.Fprintln(w, "allowlist: unavailable (needs seccomp user notification)")
+		fmt.Fprintln(w, "allowlist: unavailable (needs seccomp user notification and pidfd_getfd)")
 	}
 	for _, m := range modes.All() {
 		mp := r.Modes[m.String()]

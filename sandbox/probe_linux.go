@@ -23,8 +23,10 @@ func ProbeWith(o ProbeOptions) ProbeReport {
 			r.Landlock.KernelABI = kernel
 		}
 	}
-	// Notify is what a Cmd gets: the supervisor needs pidfd_getfd too.
-	r.Seccomp = SeccompProbe{Available: seccomp.Supported(), Notify: seccomp.NotifySupported() && pidfdGetfdSupported()}
+	// What a Cmd gets: the listener travels by SCM_RIGHTS, so user
+	// notification needs no pidfd_getfd; without it the supervisor replaces
+	// sockets rather than copying them, and refuses an allowlist.
+	r.Seccomp = SeccompProbe{Available: seccomp.Supported(), Notify: seccomp.NotifySupported(), PidfdGetfd: pidfdGetfdSupported()}
 	for _, m := range modes.All() {
 		mp := ModeProbe{Layers: []string{}, Missing: []string{}}
 		// It runs only `true`: a broad workspace (the cwd is often / or
@@ -54,7 +56,7 @@ func ProbeWith(o ProbeOptions) ProbeReport {
 		r.Modes[m.String()] = mp
 	}
 	switch {
-	case !r.Seccomp.Notify || !r.Confined:
+	case !r.Seccomp.Notify || !r.Seccomp.PidfdGetfd || !r.Confined:
 		r.Allowlist = AllowlistUnavailable
 	case r.Namespaces.Net:
 		r.Allowlist = AllowlistNetNS

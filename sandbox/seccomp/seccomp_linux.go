@@ -60,6 +60,12 @@ const (
 	// performs the call itself, or, with a mount view after all (whose
 	// read-only mounts refuse them), lets it continue.
 	KindMeta
+	// KindIPC: a System V IPC call (shmget, shmat, shmctl, semget, semop,
+	// semtimedop, semctl, msgget, msgsnd, msgrcv, msgctl) or mq_open /
+	// mq_unlink. Always routed with Notify: a command without an IPC
+	// namespace of its own reaches only the objects the sandbox made (the
+	// supervisor judges the id, a register); with one, it continues.
+	KindIPC
 )
 
 // Rule describes one notified system call.
@@ -254,6 +260,11 @@ var setIDModeArg = []struct {
 	{"open", 2, 1}, {"openat", 3, 2},
 }
 
+// ipcCalls reach System V IPC objects by key or id, and POSIX message
+// queues by name (KindIPC).
+var ipcCalls = []string{"shmget", "shmat", "shmctl", "semget", "semop", "semtimedop", "semctl",
+	"msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink"}
+
 // Inode-flag ioctls: owner-only changes of a file that Landlock does not
 // cover (its IOCTL_DEV right is for devices only), routed with
 // Spec.Metadata (the ioctl rule stays KindDeny, for its other requests; the
@@ -413,6 +424,13 @@ func table(s Spec) (map[int32]Rule, error) {
 				if err := add(n, Rule{Kind: KindMeta, Op: g.op, Errno: unix.EROFS}); err != nil {
 					return nil, err
 				}
+			}
+		}
+	}
+	if s.Notify {
+		for _, n := range ipcCalls {
+			if err := add(n, Rule{Kind: KindIPC, Op: "ipc", Errno: unix.EACCES}); err != nil {
+				return nil, err
 			}
 		}
 	}

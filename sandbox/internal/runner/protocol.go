@@ -99,6 +99,8 @@ type Msg struct {
 	MountView int `json:"mount_view,omitempty"`
 	// NetNS (listener): 1 when the command has a net namespace of its own.
 	NetNS int `json:"netns,omitempty"`
+	// IPCNS (listener): 1 when the command has an IPC namespace of its own.
+	IPCNS int `json:"ipcns,omitempty"`
 }
 
 type closedError struct{}

@@ -906,7 +906,8 @@ static int send_listener(int lfd, int mount_view) {
 	// The supervisor learns whether the command has a mount view now,
 	// before any notification: without one it refuses what Landlock cannot
 	// see (ioctl-only opens, truncation below ABI 3, openat2).
-	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":-1,\"mount_view\":%d,\"netns\":%d}", mount_view ? 1 : 0, ns_net ? 1 : 0);
+	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":-1,\"mount_view\":%d,\"netns\":%d,\"ipcns\":%d}", mount_view ? 1 : 0,
+	         ns_net ? 1 : 0, ns_ipc ? 1 : 0);
 	struct iovec iov = {.iov_base = lm, .iov_len = strlen(lm)};
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	memset(cbuf, 0, sizeof cbuf);

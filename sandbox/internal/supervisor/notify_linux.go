@@ -58,6 +58,9 @@ type Notifier struct {
 	own        ownSockets // socket files the sandbox bound
 	guard      OpenGuard  // what Landlock cannot stop in this run
 	egress     *Egress    // inet destinations under an allowlist, or nil
+	// ipc, when not nil, are the IPC objects the sandbox made: it has no
+	// IPC namespace of its own (ipc_linux.go).
+	ipc *ipcObjects
 	// loop is the Target the notification loop reuses for path calls
 	// (loopTarget); only Run's goroutine touches it.
 	loop resolve.Target
@@ -369,6 +372,8 @@ func (n *Notifier) handle(req *seccomp.Notif) {
 		n.respond(req, n.pathVerdict(req, rule))
 	case seccomp.KindMeta:
 		n.respond(req, n.metaVerdict(req, rule))
+	case seccomp.KindIPC:
+		n.respond(req, n.ipcVerdict(req, rule))
 	case seccomp.KindBind:
 		n.respond(req, n.bind(req, rule))
 	case seccomp.KindListen:

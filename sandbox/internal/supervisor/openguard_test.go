@@ -58,6 +58,7 @@ func TestOpenGuard(t *testing.T) {
 		"open 3": unix.EACCES, "open 3|garbage": unix.EACCES, "open 3|O_TRUNC": unix.EACCES, "openat 3": unix.EACCES,
 		"openat2": unix.ENOSYS,
 	}
+	openat2Only := map[string]unix.Errno{"openat2": unix.ENOSYS}
 	union := func(ms ...map[string]unix.Errno) map[string]unix.Errno {
 		out := map[string]unix.Errno{}
 		for _, m := range ms {
@@ -72,9 +73,11 @@ func TestOpenGuard(t *testing.T) {
 		abi       int
 		want      map[string]unix.Errno // every other call: 0 (judged as before)
 	}{
-		{true, 7, nil},
-		{true, 2, nil},
-		{true, 0, nil},
+		// openat2 answers ENOSYS with a mount view too: its mode could
+		// carry set-ID bits no race-free decision can see (setid_linux.go).
+		{true, 7, openat2Only},
+		{true, 2, openat2Only},
+		{true, 0, openat2Only},
 		{false, 7, noViewIoctl},
 		{false, 3, noViewIoctl},
 		{false, 2, union(noViewIoctl, noViewTrunc)},

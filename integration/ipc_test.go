@@ -1,0 +1,137 @@
+//go:build linux
+
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// hostIPC is a System V shared memory segment, semaphore set and message
+// queue of the host's, with keys, open to every user (so that only the
+// sandbox can keep a command out), the segment holding "host".
+type hostIPC struct {
+	key                 int
+	shmid, semid, msqid int
+}
+
+func newHostIPC(t *testing.T) hostIPC {
+	t.Helper()
+	h := hostIPC{key: 0x5d500000 | int(unix.Getpid()&0xffff)}
+	var err error
+	h.shmid, err = unix.SysvShmGet(h.key, 4096, unix.IPC_CREAT|unix.IPC_EXCL|0o666)
+	require.NoError(t, err, "shmget")
+	t.Cleanup(func() { unix.SysvShmCtl(h.shmid, unix.IPC_RMID, nil) })
+	mem, err := unix.SysvShmAttach(h.shmid, 0, 0)
+	require.NoError(t, err)
+	copy(mem, "host")
+	require.NoError(t, unix.SysvShmDetach(mem))
+	id, _, e := unix.Syscall(unix.SYS_SEMGET, uintptr(h.key+1), 1, unix.IPC_CREAT|unix.IPC_EXCL|0o666)
+	require.Zero(t, e, "semget")
+	h.semid = int(id)
+	t.Cleanup(func() { unix.Syscall6(unix.SYS_SEMCTL, uintptr(h.semid), 0, unix.IPC_RMID, 0, 0, 0) })
+	id, _, e = unix.Syscall(unix.SYS_MSGGET, uintptr(h.key+2), unix.IPC_CREAT|unix.IPC_EXCL|0o666, 0)
+	require.Zero(t, e, "msgget")
+	h.msqid = int(id)
+	t.Cleanup(func() { unix.Syscall(unix.SYS_MSGCTL, uintptr(h.msqid), unix.IPC_RMID, 0) })
+	return h
+}
+
+// intact checks that nothing reached the host's objects: the segment still
+// reads "host", the semaphore is 0, the queue is empty.
+func (h hostIPC) intact(t *testing.T) {
+	t.Helper()
+	mem, err := unix.SysvShmAttach(h.shmid, 0, unix.SHM_RDONLY)
+	if assert.NoError(t, err, "the host's segment is gone") {
+		assert.Equal(t, "host\x00", string(mem[:5]), "the host's segment was written")
+		unix.SysvShmDetach(mem)
+	}
+	v, _, e := unix.Syscall6(unix.SYS_SEMCTL, uintptr(h.semid), 0, 12 /* GETVAL */, 0, 0, 0)
+	assert.Zero(t, e, "the host's semaphore set is gone")
+	assert.Zero(t, v, "the host's semaphore was changed")
+	var ds [128]byte // struct msqid_ds
+	_, _, e = unix.Syscall(unix.SYS_MSGCTL, uintptr(h.msqid), unix.IPC_STAT, uintptr(unsafe.Pointer(&ds[0])))
+	assert.Zero(t, e, "the host's queue is gone")
+}
+
+// ipcScript tries the host's objects by key and by id, its own private
+// ones, the listing commands and POSIX message queues, printing each errno.
+const ipcScript = `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+key, shmid, semid, msqid = (int(a) for a in sys.argv[1:5])
+def call(name, *args):
+    r = libc.syscall(*[ctypes.c_long(a) for a in args])
+    print(name, os.strerror(ctypes.get_errno()) if r == -1 else "ok")
+    return r
+call("shmget-key", 29, key, 0, 0)
+call("shmat-host", 30, shmid, 0, 0)
+call("shmctl-rmid-host", 31, shmid, 0, 0)
+call("shm-info", 31, 0, 14, 0)
+buf = (ctypes.c_short * 3)(0, 1, 0)
+call("semop-host", 65, semid, ctypes.addressof(buf), 1)
+msg = ctypes.create_string_buffer(b"\x01\x00\x00\x00\x00\x00\x00\x00evil", 12)
+call("msgsnd-host", 69, msqid, ctypes.addressof(msg), 4, 0o4000)
+own = libc.syscall(ctypes.c_long(29), ctypes.c_long(0), ctypes.c_long(4096), ctypes.c_long(0o1600))
+print("own-shmget", "ok" if own >= 0 else os.strerror(ctypes.get_errno()))
+libc.shmat.restype = ctypes.c_void_p
+addr = libc.shmat(own, None, 0)
+ctypes.memmove(addr, b"mine", 4)
+print("own-shm", ctypes.string_at(addr, 4).decode())
+call("own-shmctl-rmid", 31, own, 0, 0)
+print("mq_open", "ok" if libc.mq_open(b"/dsh-it-q", 0o100 | 2, 0o600, None) >= 0 else os.strerror(ctypes.get_errno()))
+`
+
+// TestIPCIsolated: a command reaches no System V IPC object of the host's —
+// by key or by a guessed id, to read, write, signal or remove it, nor lists
+// them — and no POSIX message queue, whether it has an IPC namespace of its
+// own or not (then the supervisor judges every id); its own private objects
+// work. The host's objects are as they were.
+func TestIPCIsolated(t *testing.T) {
+	for _, d := range []*degradation{nil, &degradedNoUserNS, &degradedAppArmor} {
+		name := "this host"
+		if d != nil {
+			name = d.name
+		}
+		t.Run(name, func(t *testing.T) {
+			forEachIdentity(t, func(t *testing.T, id identity) {
+				wrap := d.prepare(t, id)
+				h := newHostIPC(t)
+				ws := id.workspace(t)
+				r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws),
+					Argv: []string{"python3", "-c", ipcScript, fmt.Sprint(h.key), fmt.Sprint(h.shmid), fmt.Sprint(h.semid), fmt.Sprint(h.msqid)},
+					Dir:  ws})
+				requireExit(t, r, 0)
+				lines := map[string]string{}
+				for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+					k, v, _ := strings.Cut(l, " ")
+					lines[k] = v
+				}
+				for _, k := range []string{"shmget-key", "shmat-host", "shmctl-rmid-host", "shm-info", "semop-host", "msgsnd-host", "mq_open"} {
+					assert.NotEqual(t, "ok", lines[k], "%s reached the host's object: %s", k, r.String())
+				}
+				assert.Equal(t, "ok", lines["own-shmget"], r.String())
+				assert.Equal(t, "mine", lines["own-shm"], r.String())
+				assert.Equal(t, "ok", lines["own-shmctl-rmid"], r.String())
+				h.intact(t)
+				rep := requireReport(t, r)
+				if !contains(rep.Enforcement.Layers, "ipc-namespace") {
+					n := 0
+					for _, dn := range rep.Denials {
+						if dn.Op == "ipc" {
+							n++
+						}
+					}
+					assert.GreaterOrEqual(t, n, 5, "facts for the host's objects: %+v", rep.Denials)
+					assert.NotContains(t, rep.Enforcement.Missing, "ipc-isolation")
+				}
+			})
+		})
+	}
+}
