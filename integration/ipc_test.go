@@ -94,44 +94,36 @@ print("mq_open", "ok" if libc.mq_open(b"/dsh-it-q", 0o100 | 2, 0o600, None) >= 0
 // own or not (then the supervisor judges every id); its own private objects
 // work. The host's objects are as they were.
 func TestIPCIsolated(t *testing.T) {
-	for _, d := range []*degradation{nil, &degradedNoUserNS, &degradedAppArmor} {
-		name := "this host"
-		if d != nil {
-			name = d.name
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, host hostConfig, id identity) {
+		wrap := host.wrap()
+		h := newHostIPC(t)
+		ws := id.workspace(t)
+		r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws),
+			Argv: []string{"python3", "-c", ipcScript, fmt.Sprint(h.key), fmt.Sprint(h.shmid), fmt.Sprint(h.semid), fmt.Sprint(h.msqid)},
+			Dir:  ws})
+		requireExit(t, r, 0)
+		lines := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+			k, v, _ := strings.Cut(l, " ")
+			lines[k] = v
 		}
-		t.Run(name, func(t *testing.T) {
-			forEachIdentity(t, func(t *testing.T, id identity) {
-				wrap := d.prepare(t, id)
-				h := newHostIPC(t)
-				ws := id.workspace(t)
-				r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws),
-					Argv: []string{"python3", "-c", ipcScript, fmt.Sprint(h.key), fmt.Sprint(h.shmid), fmt.Sprint(h.semid), fmt.Sprint(h.msqid)},
-					Dir:  ws})
-				requireExit(t, r, 0)
-				lines := map[string]string{}
-				for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
-					k, v, _ := strings.Cut(l, " ")
-					lines[k] = v
+		for _, k := range []string{"shmget-key", "shmat-host", "shmctl-rmid-host", "shm-info", "semop-host", "msgsnd-host", "mq_open"} {
+			assert.NotEqual(t, "ok", lines[k], "%s reached the host's object: %s", k, r.String())
+		}
+		assert.Equal(t, "ok", lines["own-shmget"], r.String())
+		assert.Equal(t, "mine", lines["own-shm"], r.String())
+		assert.Equal(t, "ok", lines["own-shmctl-rmid"], r.String())
+		h.intact(t)
+		rep := requireReport(t, r)
+		if !contains(rep.Enforcement.Layers, "ipc-namespace") {
+			n := 0
+			for _, dn := range rep.Denials {
+				if dn.Op == "ipc" {
+					n++
 				}
-				for _, k := range []string{"shmget-key", "shmat-host", "shmctl-rmid-host", "shm-info", "semop-host", "msgsnd-host", "mq_open"} {
-					assert.NotEqual(t, "ok", lines[k], "%s reached the host's object: %s", k, r.String())
-				}
-				assert.Equal(t, "ok", lines["own-shmget"], r.String())
-				assert.Equal(t, "mine", lines["own-shm"], r.String())
-				assert.Equal(t, "ok", lines["own-shmctl-rmid"], r.String())
-				h.intact(t)
-				rep := requireReport(t, r)
-				if !contains(rep.Enforcement.Layers, "ipc-namespace") {
-					n := 0
-					for _, dn := range rep.Denials {
-						if dn.Op == "ipc" {
-							n++
-						}
-					}
-					assert.GreaterOrEqual(t, n, 5, "facts for the host's objects: %+v", rep.Denials)
-					assert.NotContains(t, rep.Enforcement.Missing, "ipc-isolation")
-				}
-			})
-		})
-	}
+			}
+			assert.GreaterOrEqual(t, n, 5, "facts for the host's objects: %+v", rep.Denials)
+			assert.NotContains(t, rep.Enforcement.Missing, "ipc-isolation")
+		}
+	})
 }

@@ -41,71 +41,63 @@ mkdir dir && chmod g+s dir; echo "dir $?"
 // ENOSYS, each with a fact; a directory keeps its set-group-ID bit. On
 // every host with a supervisor, as root and as a user.
 func TestSetIDNeverApplied(t *testing.T) {
-	for _, d := range []*degradation{nil, &degradedNoUserNS, &degradedAppArmor} {
-		name := "this host"
-		if d != nil {
-			name = d.name
-		}
-		t.Run(name, func(t *testing.T) {
-			forEachIdentity(t, func(t *testing.T, id identity) {
-				wrap := d.prepare(t, id)
-				ws := id.workspace(t)
-				out := id.outside(t)
-				archive := filepath.Join(out, "suid.tar")
-				src := filepath.Join(out, "src")
-				require.NoError(t, os.Mkdir(src, 0o755))
-				require.NoError(t, exec.Command("cp", "/bin/true", filepath.Join(src, "fromtar")).Run())
-				require.NoError(t, os.Chmod(filepath.Join(src, "fromtar"), 0o4755|os.ModeSetuid))
-				require.NoError(t, exec.Command("tar", "cf", archive, "-C", src, "fromtar").Run())
-				require.NoError(t, exec.Command("chown", "-R", id.username, out).Run())
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
+		wrap := h.wrap()
+		ws := id.workspace(t)
+		out := id.outside(t)
+		archive := filepath.Join(out, "suid.tar")
+		src := filepath.Join(out, "src")
+		require.NoError(t, os.Mkdir(src, 0o755))
+		require.NoError(t, exec.Command("cp", "/bin/true", filepath.Join(src, "fromtar")).Run())
+		require.NoError(t, os.Chmod(filepath.Join(src, "fromtar"), 0o4755|os.ModeSetuid))
+		require.NoError(t, exec.Command("tar", "cf", archive, "-C", src, "fromtar").Run())
+		require.NoError(t, exec.Command("chown", "-R", id.username, out).Run())
 
-				r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Argv: bash(setIDScript),
-					Env: []string{"ARCHIVE=" + archive}, Dir: ws})
-				requireExit(t, r, 0)
-				for _, want := range []string{"chmod 0", "symbolic 0", "install 0", "fchmod 0", "create 1", "mknod 1",
-					"openat2 Function not implemented", "tar 0", "dir 0"} {
-					assert.Contains(t, r.Stdout, want+"\n", r.String())
+		r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Argv: bash(setIDScript),
+			Env: []string{"ARCHIVE=" + archive}, Dir: ws})
+		requireExit(t, r, 0)
+		for _, want := range []string{"chmod 0", "symbolic 0", "install 0", "fchmod 0", "create 1", "mknod 1",
+			"openat2 Function not implemented", "tar 0", "dir 0"} {
+			assert.Contains(t, r.Stdout, want+"\n", r.String())
+		}
+		// The world afterwards: no set-ID file anywhere in the
+		// workspace; the files that went through are there, plain.
+		err := filepath.Walk(ws, func(p string, fi os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			m := fi.Mode()
+			if fi.IsDir() {
+				if m&os.ModeSetuid != 0 {
+					t.Errorf("%s: directory %v has the set-user-ID bit", p, m)
 				}
-				// The world afterwards: no set-ID file anywhere in the
-				// workspace; the files that went through are there, plain.
-				err := filepath.Walk(ws, func(p string, fi os.FileInfo, err error) error {
-					if err != nil {
-						return err
-					}
-					m := fi.Mode()
-					if fi.IsDir() {
-						if m&os.ModeSetuid != 0 {
-							t.Errorf("%s: directory %v has the set-user-ID bit", p, m)
-						}
-						return nil
-					}
-					if m&(os.ModeSetuid|os.ModeSetgid) != 0 {
-						t.Errorf("%s: %v has a set-ID bit", p, m)
-					}
-					return nil
-				})
-				require.NoError(t, err)
-				for _, f := range []string{"chmod", "symbolic", "install", "fchmod", "fromtar"} {
-					fi, err := os.Stat(filepath.Join(ws, f))
-					if assert.NoError(t, err, f) {
-						assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm()|fi.Mode()&(os.ModeSetuid|os.ModeSetgid), f)
-					}
-				}
-				requireAbsent(t, filepath.Join(ws, "create"))
-				requireAbsent(t, filepath.Join(ws, "mknod"))
-				requireAbsent(t, filepath.Join(ws, "openat2"))
-				fi, err := os.Stat(filepath.Join(ws, "dir"))
-				require.NoError(t, err)
-				assert.NotZero(t, fi.Mode()&os.ModeSetgid, "a directory keeps its set-group-ID bit")
-				rep := requireReport(t, r)
-				n := 0
-				for _, dn := range rep.Denials {
-					if dn.Op == "chmod" && strings.Contains(dn.Reason, "set-ID") {
-						n++
-					}
-				}
-				assert.GreaterOrEqual(t, n, 6, "a fact for each set-ID change or creation: %+v", rep.Denials)
-			})
+				return nil
+			}
+			if m&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("%s: %v has a set-ID bit", p, m)
+			}
+			return nil
 		})
-	}
+		require.NoError(t, err)
+		for _, f := range []string{"chmod", "symbolic", "install", "fchmod", "fromtar"} {
+			fi, err := os.Stat(filepath.Join(ws, f))
+			if assert.NoError(t, err, f) {
+				assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm()|fi.Mode()&(os.ModeSetuid|os.ModeSetgid), f)
+			}
+		}
+		requireAbsent(t, filepath.Join(ws, "create"))
+		requireAbsent(t, filepath.Join(ws, "mknod"))
+		requireAbsent(t, filepath.Join(ws, "openat2"))
+		fi, err := os.Stat(filepath.Join(ws, "dir"))
+		require.NoError(t, err)
+		assert.NotZero(t, fi.Mode()&os.ModeSetgid, "a directory keeps its set-group-ID bit")
+		rep := requireReport(t, r)
+		n := 0
+		for _, dn := range rep.Denials {
+			if dn.Op == "chmod" && strings.Contains(dn.Reason, "set-ID") {
+				n++
+			}
+		}
+		assert.GreaterOrEqual(t, n, 6, "a fact for each set-ID change or creation: %+v", rep.Denials)
+	})
 }

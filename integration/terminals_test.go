@@ -42,6 +42,15 @@ var hostConfigs = []hostConfig{
 	{"user namespace only", &degradedUserNSOnly},
 }
 
+// supervisedHosts are the host configurations with a supervisor, the full
+// host first, for what only the supervisor decides without a namespace or a
+// mount view (set-ID bits, System V IPC, the runner's processes).
+var supervisedHosts = []hostConfig{
+	{"full host", nil},
+	{"no user namespaces", &degradedNoUserNS},
+	{"Ubuntu 24.04 AppArmor", &degradedAppArmor},
+}
+
 // forEachHost runs f for every host configuration and identity.
 func forEachHost(t *testing.T, f func(t *testing.T, h hostConfig, id identity)) {
 	forEachHostOf(t, hostConfigs, f)

@@ -73,21 +73,13 @@ func TestTransactionRunnerFDsUnreachable(t *testing.T) {
 // pid namespace (where the runner's relay and keeper are visible), the
 // command reaches none of the runner's processes through /proc.
 func TestRunnerProcessesUnreachable(t *testing.T) {
-	for _, d := range []*degradation{nil, &degradedNoUserNS} {
-		name := "this host"
-		if d != nil {
-			name = d.name
-		}
-		t.Run(name, func(t *testing.T) {
-			forEachIdentity(t, func(t *testing.T, id identity) {
-				wrap := d.prepare(t, id)
-				ws := id.workspace(t)
-				r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Argv: []string{"python3", "-c", reachScript}, Dir: ws})
-				require.Equal(t, 0, r.Exit, r.String())
-				assert.Equal(t, "reached: \n", r.Stdout)
-			})
-		})
-	}
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
+		wrap := h.wrap()
+		ws := id.workspace(t)
+		r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Argv: []string{"python3", "-c", reachScript}, Dir: ws})
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, "reached: \n", r.Stdout)
+	})
 }
 
 // TestTransactionDirInWritableRoot: a transaction directory inside a

@@ -617,7 +617,7 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 			}
 			r.cond(call, act(rule), 0, libseccomp.CompareGreater, unix.AF_NETLINK)
 			r.conds(call, act(rule),
-				cond{0, libseccomp.CompareEqual, unix.AF_NETLINK}, cond{2, libseccomp.CompareNotEqual, unix.NETLINK_ROUTE})
+				cond{arg: 0, op: libseccomp.CompareEqual, val: unix.AF_NETLINK}, cond{arg: 2, op: libseccomp.CompareNotEqual, val: unix.NETLINK_ROUTE})
 		case "sendto":
 			// Only sendto with a destination; on a connected socket the
 			// destination was checked at connect.
@@ -661,13 +661,14 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 				return nil, fmt.Errorf("seccomp: unknown syscall %s: %w", c.name, err)
 			}
 			for _, bit := range []uint64{unix.S_ISUID, unix.S_ISGID} {
-				mode := maskedCond{uint(c.modeArg), bit, bit}
+				mode := cond{arg: uint(c.modeArg), op: libseccomp.CompareMaskedEqual, mask: bit, val: bit}
 				if c.flagsArg < 0 {
-					r.allMasked(nr, errnoAct(unix.EPERM), mode)
+					r.conds(libseccomp.ScmpSyscall(nr), errnoAct(unix.EPERM), mode)
 					continue
 				}
 				for _, fl := range []uint64{unix.O_CREAT, unix.O_TMPFILE} {
-					r.allMasked(nr, errnoAct(unix.EPERM), mode, maskedCond{uint(c.flagsArg), fl, fl})
+					flags := cond{arg: uint(c.flagsArg), op: libseccomp.CompareMaskedEqual, mask: fl, val: fl}
+					r.conds(libseccomp.ScmpSyscall(nr), errnoAct(unix.EPERM), mode, flags)
 				}
 			}
 		}
@@ -742,31 +743,8 @@ type cond struct {
 	arg uint
 	op  libseccomp.ScmpCompareOp
 	val uint64
-}
-
-// maskedCond matches (argument arg & mask) == val.
-type maskedCond struct {
-	arg       uint
-	mask, val uint64
-}
-
-// allMasked adds a rule matching every one of cs.
-func (r *rules) allMasked(call libseccomp.ScmpSyscall, a libseccomp.ScmpAction, cs ...maskedCond) {
-	if r.err != nil {
-		return
-	}
-	var sc []libseccomp.ScmpCondition
-	for _, c := range cs {
-		x, err := libseccomp.MakeCondition(c.arg, libseccomp.CompareMaskedEqual, c.mask, c.val)
-		if err != nil {
-			r.err = fmt.Errorf("seccomp: condition on %d: %w", call, err)
-			return
-		}
-		sc = append(sc, x)
-	}
-	if err := r.f.AddRuleConditional(call, a, sc); err != nil {
-		r.err = fmt.Errorf("seccomp: conditional rule %d: %w", call, err)
-	}
+	// mask, for CompareMaskedEqual: the condition is (arg & mask) == val.
+	mask uint64
 }
 
 // conds adds a rule matching every one of cs.
@@ -776,7 +754,11 @@ func (r *rules) conds(call libseccomp.ScmpSyscall, a libseccomp.ScmpAction, cs .
 	}
 	var sc []libseccomp.ScmpCondition
 	for _, c := range cs {
-		x, err := libseccomp.MakeCondition(c.arg, c.op, c.val)
+		vals := []uint64{c.val}
+		if c.op == libseccomp.CompareMaskedEqual {
+			vals = []uint64{c.mask, c.val}
+		}
+		x, err := libseccomp.MakeCondition(c.arg, c.op, vals...)
 		if err != nil {
 			r.err = fmt.Errorf("seccomp: condition on %d: %w", call, err)
 			return

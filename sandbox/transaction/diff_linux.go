@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/printable"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/changes"
 )
 
 // Diff writes a unified diff of the transaction's changes against the
@@ -26,25 +27,11 @@ func (t *Tx) Diff(w io.Writer, opt DiffOptions) error {
 	if opt.MaxBytes <= 0 {
 		opt.MaxBytes = defaultMaxBytes
 	}
-	if err := t.checkUsable(); err != nil {
-		return err
-	}
-	s, err := t.begin()
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	if err := t.checkUsable(); err != nil {
-		return err
-	}
-	v, err := s.openView()
+	v, err := t.review()
 	if err != nil {
 		return err
 	}
 	defer v.close()
-	if err := s.verifyIdle(v.upper); err != nil {
-		return err
-	}
 	list, err := v.changes()
 	if err != nil {
 		return err
@@ -130,7 +117,7 @@ func (v *view) diffChange(out *limitedWriter, c Change, opt DiffOptions) error {
 
 	// created or modified: describe the old side when its kind differs.
 	if old.exists() && c.Op == "modified" {
-		if oldType := typeOfStat(old.st); oldType != c.Type {
+		if oldType := changes.TypeOf(old.st.Mode); oldType != c.Type {
 			if err := out.line(fmt.Sprintf("Type of %s changed from %s to %s\n", shown, oldType, c.Type)); err != nil {
 				return err
 			}
@@ -226,17 +213,4 @@ func permBits(st *unix.Stat_t) uint32 {
 		return 0
 	}
 	return st.Mode & 0o7777
-}
-
-func typeOfStat(st *unix.Stat_t) string {
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return "file"
-	case unix.S_IFDIR:
-		return "dir"
-	case unix.S_IFLNK:
-		return "symlink"
-	default:
-		return "other"
-	}
 }

@@ -516,6 +516,18 @@ func (s *session) verify(upperfd int, resuming bool) error {
 // path. When no command of the transaction runs, the upper layer must
 // match its seal (an error wrapping ErrTampered otherwise).
 func (t *Tx) Changes() ([]Change, error) {
+	v, err := t.review()
+	if err != nil {
+		return nil, err
+	}
+	defer v.close()
+	return v.changes()
+}
+
+// review opens the upper layer and the workspace for reading what the
+// transaction changes, the layer checked against its seal when no command
+// of the transaction runs.
+func (t *Tx) review() (*view, error) {
 	if err := t.checkUsable(); err != nil {
 		return nil, err
 	}
@@ -531,11 +543,11 @@ func (t *Tx) Changes() ([]Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer v.close()
 	if err := s.verifyIdle(v.upper); err != nil {
+		v.close()
 		return nil, err
 	}
-	return v.changes()
+	return v, nil
 }
 
 // view is the upper layer and the workspace, opened side by side.
