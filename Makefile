@@ -6,6 +6,9 @@
 #                    ~/.ssh, a protected .envrc, an rm -rf in a transaction, listed then discarded
 #   make test-deps   install the clients the tests run in the sandbox (curl, python3, pip, npm)
 #   make test        gofmt, go vet, staticcheck (when installed), go test ./... (as CI runs it)
+#   make test-hosts  the integration suite once per simulated host (DSH_IT_HOST=each of HOSTS:
+#                    nouserns nolandlock apparmor docker usernsonly), as root and DSH_TEST_USER
+#                    as make test runs it; RUN=regex limits it to some tests (empty: all)
 #   make lint        install staticcheck from the Go module proxy and run it
 #   make fuzz        fuzz the bash tool's argument decoder for FUZZTIME (30s)
 #   make bench-deps  install bubblewrap, hyperfine and curl when missing
@@ -93,7 +96,7 @@ else \
 fi
 endef
 
-.PHONY: all deps test-deps bench-deps build demo test lint fuzz bench clean vm-deps vm-test \
+.PHONY: all deps test-deps bench-deps build demo test test-hosts lint fuzz bench clean vm-deps vm-test \
 	install uninstall static check-static check-install cross
 
 all: build
@@ -217,6 +220,21 @@ test: deps test-deps build check-install cross
 	if [ -n "$$sc" ]; then echo "$$sc ./..."; "$$sc" ./...; \
 	else echo "test: staticcheck not installed, skipped (make lint installs it)"; fi
 	CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) ./...
+
+# Every command the integration suite starts without a degradation of its own runs on the
+# simulated host (integration/degraded_test.go); each host's time is printed, and the target
+# fails if any host did.
+HOSTS ?= nouserns nolandlock apparmor docker usernsonly
+RUN   ?=
+test-hosts: deps test-deps
+	@failed=""; for h in $(HOSTS); do \
+	  echo "test-hosts: DSH_IT_HOST=$$h DSH_REQUIRE_LANDLOCK=$${DSH_REQUIRE_LANDLOCK:-} DSH_TEST_USER=$${DSH_TEST_USER:-}"; \
+	  start=$$(date +%s); \
+	  if DSH_IT_HOST=$$h CGO_ENABLED=1 $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GOTESTFLAGS) $(if $(RUN),-run '$(RUN)') ./integration/; \
+	  then res=ok; else res=FAILED; failed="$$failed $$h"; fi; \
+	  echo "test-hosts: DSH_IT_HOST=$$h $$res in $$(( $$(date +%s) - start ))s"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "test-hosts: failed on:$$failed" >&2; exit 1; fi
 
 lint: deps
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

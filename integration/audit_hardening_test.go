@@ -200,6 +200,9 @@ func runAuditCase(t *testing.T, id identity, c auditCase, tx bool) {
 	if c.setup != nil {
 		c.setup(t, id, ws)
 	}
+	if tx {
+		skipWithoutOverlay(t, id, ws, txDir)
+	}
 	marker := filepath.Join(id.outside(t), "pwned")
 	hook := fmt.Sprintf("#!/bin/sh\ntouch %s\n", marker)
 	r := id.run(t, runOpts{
@@ -280,6 +283,9 @@ func TestAuditKeepsOrdinaryGit(t *testing.T) {
 				}
 				id.git(t, ws, "init", "-q")
 				id.git(t, ws, "commit", "-q", "--allow-empty", "-m", "start")
+				if tx {
+					skipWithoutOverlay(t, id, ws, txDir)
+				}
 				r := id.run(t, runOpts{
 					Flags: sandboxFlags("workspace-write", ws, flags...),
 					Argv:  bash(script),

@@ -194,6 +194,17 @@ func TestBroadWorkspaceRefused(t *testing.T) {
 				}
 				r := id.run(t, runOpts{Flags: append([]string{"--mode", "workspace-write"}, c.flags...),
 					Argv: bash(`touch "$DOT"`), Env: append([]string{"DOT=" + dotfile}, c.env...), Dir: dir})
+				if c.refused == "" && simulatedHostLacks("mount-view") && len(homeSecrets(id.home)) > 0 {
+					// The override makes the home writable, but only a
+					// mount view hides a secret in a writable root: the
+					// command is refused (docs/DESIGN.md, Secrets).
+					requireSetupRefused(t, r)
+					if want := "without a mount view: it lies in the writable root " + id.home + ","; !strings.Contains(r.Stderr, "cannot hide "+id.home+"/") || !strings.Contains(r.Stderr, want) {
+						t.Errorf("%s: stderr = %q, want the refusal to hide a secret of %s (%v) %q", simulatedHostName(), r.Stderr, id.home, homeSecrets(id.home), want)
+					}
+					requireAbsent(t, dotfile)
+					return
+				}
 				if c.refused == "" {
 					requireExit(t, r, 0)
 					if !exists(dotfile) {

@@ -3,10 +3,12 @@
 package integration
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -215,24 +217,62 @@ func parseProbe(t *testing.T, r result) probeJSON {
 }
 
 // TestProbe: on this host (Landlock, seccomp notify, user namespaces) both
-// confined modes are `full`.
+// confined modes are `full`. Under DSH_IT_HOST the probe, in text and JSON,
+// from any directory, and a command's report name exactly the layers that
+// host has and the guarantees it lacks (wantMissing).
 func TestProbe(t *testing.T) {
+	d := simulated()
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		abi := requireLandlock(t)
-		if err := id.userNamespacesWork(); err != nil {
-			t.Skipf("user namespaces unavailable to %s, `full` is not expected: %v", id.name, err)
+		if d == nil {
+			if err := id.userNamespacesWork(); err != nil {
+				t.Skipf("user namespaces unavailable to %s, `full` is not expected: %v", id.name, err)
+			}
+		}
+		// The namespaces the probe names, each with the layer that needs it.
+		nsLayer := map[string]string{"user": "user-namespace", "mount": "mount-view", "pid": "pid-namespace",
+			"net": "net-namespace", "ipc": "ipc-namespace", "uts": "uts-namespace"}
+		nsOrder := []string{"user", "mount", "pid", "net", "ipc", "uts"}
+		// A mode's level as the confinement layers alone make it (limits:
+		// limits_test.go), and its exact missing list.
+		wantLevel := func(mode string) string {
+			if len(wantMissing(d, mode, abi)) == 0 {
+				return "full"
+			}
+			return "partial"
 		}
 		t.Run("text", func(t *testing.T) {
 			r := id.run(t, runOpts{Flags: []string{"--probe"}, NoReport: true, Dir: id.workspace(t)})
 			requireExit(t, r, 0)
-			for _, want := range []string{
+			want := []string{
 				fmt.Sprintf("landlock: abi %d", abi),
 				"seccomp: yes (user notification: yes)",
-				"namespaces: user yes, mount yes, pid yes, net yes, ipc yes, uts yes",
-				"read-only: full",
-				"workspace-write: full",
-				"danger-full-access: unconfined",
-			} {
+			}
+			if d != nil {
+				if d.lacks("landlock") {
+					want[0] = "landlock: no ("
+				}
+				// (Docker's profile adds that the sockets are replaced.)
+				want[1] = fmt.Sprintf("seccomp: yes (user notification: %s", yesNo(!d.lacks("seccomp-notify")))
+			}
+			ns := "namespaces:"
+			for i, n := range nsOrder {
+				if i > 0 {
+					ns += ","
+				}
+				ns += fmt.Sprintf(" %s %s", n, yesNo(!d.lacks(nsLayer[n])))
+			}
+			want = append(want, ns)
+			for _, m := range confinedModes {
+				if miss := wantMissing(d, m, abi); len(miss) > 0 {
+					// then ")", or the limits it cannot enforce
+					want = append(want, m+": partial (missing: "+strings.Join(miss, ", "))
+				} else {
+					want = append(want, m+": full")
+				}
+			}
+			want = append(want, "danger-full-access: unconfined")
+			for _, want := range want {
 				found := false
 				for _, l := range lines(r.Stdout) {
 					// "partial (missing: memory-limit)": full but for the
@@ -250,20 +290,25 @@ func TestProbe(t *testing.T) {
 			r := id.run(t, runOpts{Flags: []string{"--probe", "--json"}, NoReport: true, Dir: id.workspace(t)})
 			requireExit(t, r, 0)
 			p := parseProbe(t, r)
-			if p.Landlock.ABI != abi {
+			if d.lacks("landlock") {
+				if p.Landlock.ABI != 0 || p.Landlock.Error == "" {
+					t.Errorf("landlock = %+v, want abi 0 and an error on a host without Landlock", p.Landlock)
+				}
+			} else if p.Landlock.ABI != abi {
 				t.Errorf("landlock.abi = %d, want %d", p.Landlock.ABI, abi)
 			}
-			if !p.Seccomp.Available || !p.Seccomp.Notify {
-				t.Errorf("seccomp = %+v, want available and notify", p.Seccomp)
+			if !p.Seccomp.Available || p.Seccomp.Notify == d.lacks("seccomp-notify") {
+				t.Errorf("seccomp = %+v, want available and notify %v", p.Seccomp, !d.lacks("seccomp-notify"))
 			}
-			for _, ns := range []string{"user", "mount", "pid", "net", "ipc", "uts"} {
-				if p.Namespaces[ns] != true {
-					t.Errorf("namespaces.%s = %v, want true", ns, p.Namespaces[ns])
+			for _, ns := range nsOrder {
+				if want := !d.lacks(nsLayer[ns]); p.Namespaces[ns] != want {
+					t.Errorf("namespaces.%s = %v, want %v", ns, p.Namespaces[ns], want)
 				}
 			}
 			for _, m := range confinedModes {
-				if pm := p.Modes[m]; confinedLevel(pm.Enforcement, pm.Missing) != "full" || len(withoutLimits(pm.Missing)) != 0 || len(pm.Layers) == 0 {
-					t.Errorf("modes[%s] = %+v, want full with layers and nothing missing", m, pm)
+				pm := p.Modes[m]
+				if want := wantMissing(d, m, abi); confinedLevel(pm.Enforcement, pm.Missing) != wantLevel(m) || !slices.Equal(withoutLimits(pm.Missing), want) || len(pm.Layers) == 0 {
+					t.Errorf("modes[%s] = %+v, want %s with layers and missing %q", m, pm, wantLevel(m), want)
 				}
 			}
 			if pm := p.Modes["danger-full-access"]; pm.Enforcement != "none" {
@@ -275,14 +320,15 @@ func TestProbe(t *testing.T) {
 		})
 		t.Run("independent of the cwd", func(t *testing.T) {
 			// the probe reports what the host can enforce; running it from /
-			// (a service's cwd) or from the home directory must not change that
+			// (a service's cwd) or from the home directory must not change
+			// that — nor, without a mount view, the secrets there
 			for _, dir := range []string{"/", id.home} {
 				r := id.run(t, runOpts{Flags: []string{"--probe", "--json"}, NoReport: true, Dir: dir})
 				requireExit(t, r, 0)
 				p := parseProbe(t, r)
 				for _, m := range confinedModes {
-					if pm := p.Modes[m]; confinedLevel(pm.Enforcement, pm.Missing) != "full" {
-						t.Errorf("cwd %s: modes[%s] = %+v, want full", dir, m, pm)
+					if pm := p.Modes[m]; confinedLevel(pm.Enforcement, pm.Missing) != wantLevel(m) || !slices.Equal(withoutLimits(pm.Missing), wantMissing(d, m, abi)) {
+						t.Errorf("cwd %s: modes[%s] = %+v, want %s", dir, m, pm, wantLevel(m))
 					}
 				}
 			}
@@ -292,14 +338,28 @@ func TestProbe(t *testing.T) {
 			r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash("true"), Dir: ws})
 			requireExit(t, r, 0)
 			rep := requireReport(t, r)
-			if confinedLevel(rep.Enforcement.Level, rep.Enforcement.Missing) != "full" || rep.Enforcement.LandlockABI != abi {
-				t.Errorf("report enforcement = %+v, want full with landlock_abi %d", rep.Enforcement, abi)
+			wantABI := abi
+			if d.lacks("landlock") {
+				wantABI = 0
 			}
-			for _, l := range []string{"landlock", "seccomp", "mount-view", "user-namespace", "pid-namespace", "net-namespace"} {
-				if !contains(rep.Enforcement.Layers, l) {
-					t.Errorf("report layers %v lack %q", rep.Enforcement.Layers, l)
+			if confinedLevel(rep.Enforcement.Level, rep.Enforcement.Missing) != wantLevel("workspace-write") || rep.Enforcement.LandlockABI != wantABI {
+				t.Errorf("report enforcement = %+v, want %s with landlock_abi %d", rep.Enforcement, wantLevel("workspace-write"), wantABI)
+			}
+			if want := wantMissing(d, "workspace-write", abi); !slices.Equal(withoutLimits(rep.Enforcement.Missing), want) {
+				t.Errorf("report missing = %q, want %q", rep.Enforcement.Missing, want)
+			}
+			for _, l := range []string{"landlock", "seccomp", "seccomp-notify", "mount-view", "user-namespace", "pid-namespace", "net-namespace"} {
+				if contains(rep.Enforcement.Layers, l) == d.lacks(l) {
+					t.Errorf("report layers %v: %q present = %v on %s", rep.Enforcement.Layers, l, !d.lacks(l), cmp.Or(simulatedHostName(), "this host"))
 				}
 			}
 		})
 	})
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

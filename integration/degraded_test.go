@@ -11,11 +11,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
 // Degraded hosts, simulated:
-//   - "no user namespaces": inside `unshare -Ur`, max_user_namespaces is set
-//     to 0 before exec'ing dsh-sandbox-run (the limit is per user namespace);
+//   - "no user namespaces": `degrade nouserns` runs dsh-sandbox-run as the
+//     caller (an unprivileged caller without any capability) in a user
+//     namespace mapping only the caller's ids, whose max_user_namespaces is
+//     0 (the limit is per user namespace);
 //   - "no Landlock": `degrade nolandlock` makes landlock_* return ENOSYS;
 //   - "Ubuntu 24.04's AppArmor restriction": `degrade apparmor` lets
 //     unshare(CLONE_NEWUSER) succeed but its uid_map be refused (EPERM), and
@@ -26,7 +30,12 @@ import (
 //     mount;
 //   - both of the first two.
 
-var noUserNSWrap = []string{"unshare", "-Ur", "sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh"}
+// noUserNSWrap runs a program on a host without user namespaces. (It was
+// `unshare -Ur sh -c 'echo 0 > /proc/sys/user/max_user_namespaces && exec
+// "$@"'`, which ran the unprivileged identity as the namespace's root, with
+// every capability over its own files: a workspace it cannot read opened,
+// the bounding set dropped, the supervisor chmod'ing as an owner-and-root.)
+func noUserNSWrap() []string { return []string{degradeBin, "nouserns"} }
 
 type degradation struct {
 	name string
@@ -51,8 +60,9 @@ func needHelper(t *testing.T) {
 var (
 	degradedNoUserNS = degradation{
 		name: "no user namespaces",
-		wrap: func() []string { return noUserNSWrap },
+		wrap: noUserNSWrap,
 		need: func(t *testing.T, id identity) {
+			needHelper(t)
 			requireLandlock(t) // the only filesystem layer left
 			needUserNS(t, id)
 		},
@@ -84,7 +94,7 @@ var (
 	}
 	degradedNeither = degradation{
 		name: "neither Landlock nor user namespaces",
-		wrap: func() []string { return append(append([]string{}, noUserNSWrap...), degradeBin, "nolandlock") },
+		wrap: func() []string { return []string{degradeBin, "nouserns+nolandlock"} },
 		need: func(t *testing.T, id identity) {
 			needHelper(t)
 			needUserNS(t, id)
@@ -98,6 +108,7 @@ var hostSimulations = map[string]*degradation{
 	"nolandlock": &degradedNoLandlock,
 	"apparmor":   &degradedAppArmor,
 	"docker":     &degradedDocker,
+	"nonotify":   &degradedNoNotify,
 	"usernsonly": &degradedUserNSOnly,
 }
 
@@ -112,14 +123,147 @@ func simulatedHost(t *testing.T, id identity) []string {
 	}
 	d, ok := hostSimulations[name]
 	if !ok {
-		t.Fatalf("DSH_IT_HOST=%s: not a simulated host (nouserns, nolandlock, apparmor, docker, usernsonly)", name)
+		t.Fatalf("DSH_IT_HOST=%s: not a simulated host (nouserns, nolandlock, apparmor, docker, nonotify, usernsonly)", name)
 	}
 	d.need(t, id)
 	return d.wrap()
 }
 
+// namespaceLayers are the enforcement layers (the report's names) a host
+// without user namespaces lacks: the mount view and every namespace.
+var namespaceLayers = []string{"user-namespace", "mount-view", "pid-namespace", "net-namespace", "ipc-namespace", "uts-namespace"}
+
+// hostLacks are the enforcement layers each simulated host lacks.
+var hostLacks = map[*degradation][]string{
+	&degradedNoUserNS:   namespaceLayers,
+	&degradedNoLandlock: {"landlock"},
+	&degradedAppArmor:   namespaceLayers,
+	&degradedUserNSOnly: namespaceLayers[1:], // a user namespace, nothing in it
+	&degradedNeither:    append(slices.Clone(namespaceLayers), "landlock"),
+	&degradedDocker:     namespaceLayers,
+	&degradedNoNotify:   append(slices.Clone(namespaceLayers), "seccomp-notify"),
+}
+
+// hostFilters are the system calls each simulated host's own seccomp filter
+// answers (EPERM, or 0 for apparmor's unshare of a user namespace) before
+// the sandbox's supervisor hears of them: in a filter chain an ERRNO action
+// outranks USER_NOTIF, so the command's call fails, but without a denial
+// fact. (On Docker that is the host's own behaviour; Ubuntu's AppArmor is
+// no seccomp filter, so there the sandbox's filter reports them.) "unshare"
+// is an unshare of any namespace but a user namespace, "unshare-user" one
+// of a user namespace.
+var hostFilters = map[*degradation][]string{
+	&degradedAppArmor:   {"unshare", "unshare-user", "setns", "mount"},
+	&degradedUserNSOnly: {"unshare", "setns", "mount"},
+	&degradedDocker:     {"unshare", "unshare-user", "setns", "mount", "pidfd_getfd"},
+	&degradedNoNotify:   {"unshare", "unshare-user", "setns", "mount", "pidfd_getfd"},
+}
+
+// simulated is the host DSH_IT_HOST names; nil when it is unset (this
+// host as it is). simulatedHost fails a test on an unknown name.
+func simulated() *degradation { return hostSimulations[os.Getenv("DSH_IT_HOST")] }
+
+// onHost is the host the commands of a test run on that names degradation
+// d: d itself, or for nil (no degradation of its own) the simulated host,
+// nil again for this host as it is.
+func onHost(d *degradation) *degradation {
+	if d != nil {
+		return d
+	}
+	return simulated()
+}
+
+// lacks says whether commands run under d lack the enforcement layer
+// (user-namespace, mount-view, pid-namespace, net-namespace, ipc-namespace,
+// uts-namespace, landlock, seccomp-notify); this host (nil) lacks none.
+func (d *degradation) lacks(layer string) bool {
+	return d != nil && slices.Contains(hostLacks[d], layer)
+}
+
+// simulatedHostLacks says whether the host DSH_IT_HOST simulates lacks the
+// layer (see lacks); false on this host as it is.
+func simulatedHostLacks(layer string) bool { return simulated().lacks(layer) }
+
+// simulatedHostFilters says whether the simulated host's own seccomp
+// filter answers the system call before the sandbox can report it.
+func simulatedHostFilters(syscall string) bool {
+	d := simulated()
+	return d != nil && slices.Contains(hostFilters[d], syscall)
+}
+
+// wantMissing is the exact missing list (resource limits aside) of a
+// confined mode on host d (nil: this host as it is) at Landlock ABI abi,
+// from the layers d lacks, as docs/DESIGN.md's table of missing guarantees
+// gives it (sandbox/enforcement.go's assess), for a policy with secrets
+// that exist (the default ones of every home).
+func wantMissing(d *degradation, mode string, abi int) []string {
+	view, pidNS := !d.lacks("mount-view"), !d.lacks("pid-namespace")
+	notify, landlock := !d.lacks("seccomp-notify"), !d.lacks("landlock")
+	if !landlock {
+		abi = 0
+	}
+	m := []string{}
+	add := func(cond bool, name string) {
+		if cond {
+			m = append(m, name)
+		}
+	}
+	// Without user notification Landlock carves the protected paths out.
+	add(!view && !(landlock && !notify) && mode == "workspace-write", "protected-paths")
+	add(!view && !notify, "metadata-writes")
+	add(!landlock && !(view && pidNS), "device-writes")
+	add(!pidNS, "process-visibility")
+	add(!pidNS && abi < 6 && !notify, "signal-isolation")
+	add(d.lacks("ipc-namespace") && !notify, "ipc-isolation")
+	add(!notify, "denial-facts")
+	add(!view, "secret-masks-mount")
+	add(!landlock, "secret-masks-landlock")
+	return m
+}
+
+// homeSecrets are the default secrets (modes.HomeSecrets) that exist in
+// home.
+func homeSecrets(home string) []string {
+	var out []string
+	for _, rel := range modes.HomeSecrets() {
+		if p := filepath.Join(home, rel); exists(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// hostsOnce maps each of ds through onHost and keeps the first of each
+// host: under DSH_IT_HOST this host (nil) becomes the simulated one, which
+// the list may name again.
+func hostsOnce(ds ...*degradation) []*degradation {
+	var out []*degradation
+	for _, d := range ds {
+		if d = onHost(d); !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// simulatedHostName names the simulated host in messages ("" on this host).
+func simulatedHostName() string {
+	if d := simulated(); d != nil {
+		return "DSH_IT_HOST=" + os.Getenv("DSH_IT_HOST") + " (" + d.name + ")"
+	}
+	return ""
+}
+
+// skipOnSimulatedHost skips a test whose whole subject does not exist on
+// the simulated host, naming the host and why.
+func skipOnSimulatedHost(t *testing.T, why string) {
+	t.Helper()
+	t.Skipf("%s: %s", simulatedHostName(), why)
+}
+
 // prepare checks what the simulation needs and returns its wrap; a nil
-// degradation is this host as it is (Landlock required).
+// degradation is this host as it is (Landlock required), or under
+// DSH_IT_HOST the simulated host, whose wrap start adds.
 func (d *degradation) prepare(t *testing.T, id identity) []string {
 	t.Helper()
 	if d == nil {
@@ -178,7 +322,8 @@ func TestAppArmorSimulation(t *testing.T) {
 func TestDegradedSimulationBlocksUserNS(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		needUserNS(t, id)
-		args := append(append([]string{}, noUserNSWrap...), "unshare", "-Ur", "true")
+		needHelper(t)
+		args := append(noUserNSWrap(), "unshare", "-Ur", "true")
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = id.env()
 		cmd.Dir = "/"

@@ -31,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -53,11 +54,13 @@ import (
 // egressConfigs are the hosts the allowlist is tested on: as it is (the
 // command in a net namespace of its own, reaching the proxy through
 // listeners inside it) and without user namespaces (no net namespace: the
-// supervisor connects the command's sockets to the proxy itself).
-func egressConfigs() []*degradation { return []*degradation{nil, &degradedNoUserNS} }
+// supervisor connects the command's sockets to the proxy itself). Under
+// DSH_IT_HOST "as it is" is the simulated host (onHost), run once.
+func egressConfigs() []*degradation { return hostsOnce(nil, &degradedNoUserNS) }
 
 // forEachEgressConfig runs f for each identity and egress configuration,
-// with the configuration's wrap and a fresh workspace.
+// with the configuration's wrap and a fresh workspace; f's d is the host
+// the command runs on (nil: this host as it is).
 func forEachEgressConfig(t *testing.T, f func(t *testing.T, id identity, d *degradation, wrap []string, ws string)) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		for _, d := range egressConfigs() {
@@ -236,7 +239,7 @@ echo "proxy=$HTTPS_PROXY no_proxy=$no_proxy"`, ca.caFile, tlsSrv.port, plain.por
 		if rep.Allowlist == nil || !contains(rep.Allowlist.Domains, "*.pkg.test") {
 			t.Errorf("report allowlist = %+v, want the allowed domains", rep.Allowlist)
 		}
-		wantNS := d == nil
+		wantNS := !d.lacks("net-namespace")
 		if got := contains(rep.Enforcement.Layers, "net-namespace"); got != wantNS {
 			t.Errorf("net-namespace layer = %v, want %v (%v)", got, wantNS, rep.Enforcement.Layers)
 		}
@@ -287,7 +290,7 @@ true`, ca.caFile, evil.port, evilPlain.port, raw.port)
 		requireEgressDenial(t, r, fmt.Sprintf("bad.pkg.test:%d", evilPlain.port), "proxy", "denied by --deny-domain")
 		requireEgressDenial(t, r, fmt.Sprintf("registry.test:%d", evil.port), "proxy", "resolves to a private address 127.0.0.1")
 		requireEgressDenial(t, r, "192.0.2.1:80", "connect", "")
-		if d != nil {
+		if d.lacks("net-namespace") {
 			// Without a net namespace the host's port is one
 			// connect away: the supervisor refuses it. (In a net
 			// namespace 127.0.0.1 is the sandbox's own.)
@@ -650,10 +653,19 @@ func TestEgressProbe(t *testing.T) {
 		if abi < 4 {
 			supervisor = "supervisor-only"
 		}
-		for _, c := range []struct {
-			d    *degradation
-			want string
-		}{{nil, "net-namespace"}, {&degradedNoUserNS, supervisor}, {&degradedDocker, "unavailable"}} {
+		for _, d := range hostsOnce(nil, &degradedNoUserNS, &degradedDocker) {
+			// A net namespace, else the supervisor's connect check; no
+			// allowlist without user notification or pidfd_getfd.
+			c := struct {
+				d    *degradation
+				want string
+			}{d, "net-namespace"}
+			switch {
+			case d.lacks("seccomp-notify") || slices.Contains(hostFilters[d], "pidfd_getfd"):
+				c.want = "unavailable"
+			case d.lacks("net-namespace"):
+				c.want = supervisor
+			}
 			t.Run(configName(c.d), func(t *testing.T) {
 				wrap := c.d.prepare(t, id)
 				r := id.run(t, runOpts{Wrap: wrap, Flags: []string{"--probe", "--json"}, NoReport: true, Dir: id.workspace(t)})
@@ -694,7 +706,7 @@ done`
 		r := id.run(t, runOpts{Flags: flags, Argv: bash(script), Dir: ws, Wrap: wrap, Timeout: 3 * time.Minute})
 		requireExit(t, r, 0)
 		rep := requireReport(t, r)
-		if d == nil {
+		if !d.lacks("net-namespace") {
 			for _, want := range []string{"registry.test 192.0.2.10", "evil.test unresolved", "private.test unresolved"} {
 				if !hasLine(r.Stdout, want) {
 					t.Errorf("stdout lacks %q: %q", want, r.Stdout)

@@ -113,16 +113,20 @@ func TestForkBombKilled(t *testing.T) {
 							if (how != "main exits" || escaping) && mode != "workspace-write" {
 								continue // the kill paths do not depend on the mode
 							}
-							if escaping && cf.d != nil {
-								// Without a pid namespace a bomb out of its group is
-								// found by walking the tree, which a few hundred
-								// busy processes starve of CPU: a known gap
-								// (docs/DESIGN.md, "Killing the tree").
-								continue
-							}
 							name := mode + "/" + how
 							if escaping {
 								name += " escaping its group"
+							}
+							if host := onHost(cf.d); escaping && host.lacks("pid-namespace") {
+								// Without a pid namespace a bomb out of its group is
+								// found by walking the tree, which a few hundred
+								// busy processes starve of CPU: a known gap
+								// (docs/DESIGN.md, "Killing the tree"), closed by a
+								// cgroup (TestLimitsEscapingBombWithoutPidNS).
+								t.Run(name, func(t *testing.T) {
+									t.Skipf("%s has no pid namespace: the known gap of docs/DESIGN.md, \"Killing the tree without a pid namespace\"", host.name)
+								})
+								continue
 							}
 							t.Run(name, func(t *testing.T) { forkBomb(t, id, mode, how, escaping, wrap) })
 						}
@@ -147,6 +151,9 @@ func forkBomb(t *testing.T, id identity, mode, how string, escaping bool, wrap [
 	}
 	bound := testtime.Scale(bombBound)
 	began := time.Now()
+	if wrap == nil {
+		wrap = simulatedHost(t, id) // the cgroup's wrap is no host of its own
+	}
 	cwrap, cfd := cg.place(wrap)
 	s := id.start(t, runOpts{
 		Wrap:     cwrap,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -91,7 +92,19 @@ func requireLLExit(t *testing.T, r result, want int) {
 // whether upstream would call its ABI partial.
 func llHost(t *testing.T) (partial bool) {
 	t.Helper()
-	return requireLandlock(t) < llUpstreamFullAB
+	return llABI(t) < llUpstreamFullAB
+}
+
+// llABI is the Landlock ABI the drop-in gets: the host's (required), 0 on a
+// simulated host without Landlock (which the mount view confines: partial
+// for upstream).
+func llABI(t *testing.T) int {
+	t.Helper()
+	abi := requireLandlock(t)
+	if simulatedHostLacks("landlock") {
+		return 0
+	}
+	return abi
 }
 
 func roProfile(argv ...string) []string {
@@ -144,7 +157,7 @@ func TestLandlockRunPartialLineFirst(t *testing.T) {
 		}
 		r = id.llRun(t, runOpts{Flags: roProfile(bash(`echo err >&2`)...), Env: []string{"DSH_SANDBOX_LANDLOCK_ABI=5"}})
 		requireLLExit(t, r, 0)
-		if abi := requireLandlock(t); abi >= 5 && r.Stderr != "err\n" {
+		if abi := llABI(t); abi >= 5 && r.Stderr != "err\n" {
 			t.Errorf("stderr = %q at ABI 5, want the command's alone", r.Stderr)
 		}
 	})
@@ -255,6 +268,22 @@ func TestLandlockRunBroadGrants(t *testing.T) {
 				os.Remove(h.path("new"))
 				os.Remove(filepath.Join(elsewhere, "o"))
 				r := id.llRun(t, runOpts{Flags: tc.args, Env: h.env(), Dir: h.dir})
+				if tc.home && simulatedHostLacks("mount-view") {
+					// The grant makes the home (its .ssh, its .aws) a
+					// writable root, where only a mount view hides a
+					// secret: the drop-in refuses, running nothing.
+					requireLLExit(t, r, 125)
+					ls := slices.DeleteFunc(launcherLines(r), func(l string) bool { return l == llPartialLine })
+					if len(ls) != 1 || !strings.HasPrefix(ls[0], "landlock-run: sandbox setup failed: cannot hide ") || !strings.Contains(ls[0], " without a mount view: it lies in the writable root ") {
+						t.Errorf("%s: landlock-run's stderr lines = %q, want the one refusal to hide a secret", simulatedHostName(), ls)
+					}
+					if r.Stdout != "" {
+						t.Errorf("stdout = %q: the command ran", r.Stdout)
+					}
+					requireAbsent(t, h.path("new"))
+					requireAbsent(t, filepath.Join(elsewhere, "o"))
+					return
+				}
 				if !strings.HasSuffix(r.Stdout, "done\n") {
 					t.Errorf("stdout = %q, want the command to run to its end", r.Stdout)
 				}

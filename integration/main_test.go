@@ -349,6 +349,7 @@ type runOpts struct {
 	Wrap       []string // argv prefix in front of the CLI (unshare, degrade)
 	Env        []string // extra environment
 	Dir        string   // working directory (default "/")
+	Stdin      *os.File // the CLI's stdin (default /dev/null)
 	ExtraFiles []*os.File
 	NoReport   bool
 	Timeout    time.Duration
@@ -498,7 +499,9 @@ func (id identity) start(t *testing.T, o runOpts) *started {
 	if cmd.Dir == "" {
 		cmd.Dir = "/"
 	}
-	cmd.Stdin = nil
+	if o.Stdin != nil {
+		cmd.Stdin = o.Stdin
+	}
 	cmd.Stdout = s.outF
 	cmd.Stderr = s.errF
 	cmd.ExtraFiles = o.ExtraFiles

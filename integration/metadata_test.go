@@ -19,29 +19,15 @@ import (
 // performs them itself, on the files the policy lets the command change,
 // and refuses the rest with EROFS and a denial fact. Each test runs on the
 // full host, on the simulated hosts without a mount view, and under Docker's
-// seccomp profile once it has user notification.
+// seccomp profile (a supervisor, no user namespace, no pidfd_getfd, no
+// unshare(CLONE_FS)). Without user notification metadata-writes is reported
+// missing (nonotify_test.go).
 
 var metadataHosts = []hostConfig{
 	{"full host", nil},
 	{"no user namespaces", &degradedNoUserNS},
 	{"user namespace only", &degradedUserNSOnly},
 	{"docker seccomp profile", &degradedDocker},
-}
-
-// needMetadataSupervisor skips Docker's profile while it has no user
-// notification: there no supervisor can perform metadata changes, and
-// metadata-writes is reported missing (nonotify_test.go).
-func needMetadataSupervisor(t *testing.T, h hostConfig, id identity) {
-	t.Helper()
-	if h.d != &degradedDocker {
-		return
-	}
-	r := id.run(t, runOpts{Wrap: h.wrap(), Flags: []string{"--probe", "--json"}, NoReport: true, Dir: id.workspace(t)})
-	requireExit(t, r, 0)
-	if !parseProbe(t, r).Seccomp.Notify {
-		t.Skip("Docker's seccomp profile: no seccomp user notification (pidfd_getfd is denied, the listener cannot be taken), " +
-			"so no supervisor performs metadata changes there yet; this test runs once the listener travels by SCM_RIGHTS")
-	}
 }
 
 // metaState is what a metadata change could alter.
@@ -158,7 +144,6 @@ exit 0
 // without a mount view each family is reported as a denial fact.
 func TestMetadataOutsideDenied(t *testing.T) {
 	forEachHostOf(t, metadataHosts, func(t *testing.T, h hostConfig, id identity) {
-		needMetadataSupervisor(t, h, id)
 		for _, mode := range confinedModes {
 			t.Run(mode, func(t *testing.T) {
 				ws, out := id.workspace(t), id.outside(t)
@@ -231,7 +216,6 @@ exit 0`
 func TestMetadataProcEntries(t *testing.T) {
 	const entry = "/proc/sys/kernel/hostname"
 	forEachHostOf(t, metadataHosts, func(t *testing.T, h hostConfig, id identity) {
-		needMetadataSupervisor(t, h, id)
 		before := statMeta(t, entry)
 		ws := id.workspace(t)
 		r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws),
@@ -259,7 +243,6 @@ func TestMetadataInsideAllowed(t *testing.T) {
 		rsync = "rsync -a src/ rsyncdst/"
 	}
 	forEachHostOf(t, metadataHosts, func(t *testing.T, h hostConfig, id identity) {
-		needMetadataSupervisor(t, h, id)
 		ws := id.workspace(t)
 		id.writeOwned(t, filepath.Join(ws, "existing"), "e\n", 0o644)
 		passwd := statMeta(t, "/etc/passwd")
@@ -344,7 +327,6 @@ ln -s /etc/passwd lnk; chown -h "$(id -u):$(id -g)" lnk
 // root: its files' metadata is refused like any other.
 func TestMetadataReadOnlyMode(t *testing.T) {
 	forEachHostOf(t, metadataHosts, func(t *testing.T, h hostConfig, id identity) {
-		needMetadataSupervisor(t, h, id)
 		ws := id.workspace(t)
 		f := filepath.Join(ws, "f")
 		id.writeOwned(t, f, "f\n", 0o644)
@@ -364,7 +346,6 @@ func TestMetadataReadOnlyMode(t *testing.T) {
 // where nothing covers them: never with a mount view or a supervisor.
 func TestMetadataNoViewMissing(t *testing.T) {
 	forEachHostOf(t, metadataHosts, func(t *testing.T, h hostConfig, id identity) {
-		needMetadataSupervisor(t, h, id)
 		ws := id.workspace(t)
 		r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws), Argv: bash("true"), Dir: ws})
 		requireExit(t, r, 0)

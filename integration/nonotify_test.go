@@ -10,23 +10,24 @@ import (
 	"testing"
 )
 
-// Docker's default seccomp profile, simulated by `degrade docker`: no user
-// namespace (so no mount view) and no pidfd_getfd (so no supervisor and no
-// user notification). Landlock is the only filesystem layer, and it alone
-// must keep the protected paths read-only: it leaves them out of the
-// writable roots.
+// A kernel without seccomp user notification (before 5.0) under Docker's
+// default seccomp profile, simulated by `degrade docker+nonotify`: no user
+// namespace (so no mount view) and no supervisor (no user notification).
+// Landlock is the only filesystem layer, and it alone must keep the
+// protected paths read-only: it leaves them out of the writable roots.
+// (Docker's profile on a current kernel has a supervisor: docker_test.go.)
 
-var degradedDocker = degradation{
-	name: "docker seccomp profile",
-	wrap: func() []string { return []string{degradeBin, "docker"} },
+var degradedNoNotify = degradation{
+	name: "no user notification, docker seccomp profile",
+	wrap: func() []string { return []string{degradeBin, "docker+nonotify"} },
 	need: func(t *testing.T, id identity) {
 		needHelper(t)
 		requireLandlock(t) // the only filesystem layer left
 	},
 }
 
-// dockerMissing is the exact list of what a confined mode lacks there.
-func dockerMissing(t *testing.T) []string {
+// noNotifyMissing is the exact list of what a confined mode lacks there.
+func noNotifyMissing(t *testing.T) []string {
 	abi := requireLandlock(t)
 	m := []string{"metadata-writes", "process-visibility"}
 	if abi < 6 {
@@ -39,7 +40,7 @@ func dockerMissing(t *testing.T) []string {
 }
 
 func TestNoNotifyProbeExact(t *testing.T) {
-	d := degradedDocker
+	d := degradedNoNotify
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		d.need(t, id)
 		r := id.run(t, runOpts{Wrap: d.wrap(), Flags: []string{"--probe", "--json"}, NoReport: true, Dir: id.workspace(t)})
@@ -51,7 +52,7 @@ func TestNoNotifyProbeExact(t *testing.T) {
 		if !p.Confined {
 			t.Errorf("confined = false")
 		}
-		want := dockerMissing(t)
+		want := noNotifyMissing(t)
 		for _, m := range confinedModes {
 			pm := p.Modes[m]
 			if pm.Enforcement != "partial" || !slices.Equal(withoutLimits(pm.Missing), want) { // limits: limits_test.go
@@ -68,7 +69,7 @@ func TestNoNotifyProbeExact(t *testing.T) {
 // or a --protect path is refused by Landlock alone, and the files are
 // unchanged afterwards; writes elsewhere in the workspace land.
 func TestNoNotifyProtectedPaths(t *testing.T) {
-	d := degradedDocker
+	d := degradedNoNotify
 	cases := []struct{ name, script string }{
 		{"plant .git/hooks/pre-commit", `printf '#!/bin/sh\ntouch /tmp/pwned\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`},
 		{"overwrite a sample hook", `echo pwned > .git/hooks/pre-commit.sample`},
@@ -115,8 +116,8 @@ func TestNoNotifyProtectedPaths(t *testing.T) {
 				}
 				requireContent(t, filepath.Join(ws, "work/ok"), "landed\n")
 				rep := requireReport(t, r)
-				if !slices.Equal(withoutLimits(rep.Enforcement.Missing), dockerMissing(t)) {
-					t.Errorf("report missing = %v, want %v", rep.Enforcement.Missing, dockerMissing(t))
+				if !slices.Equal(withoutLimits(rep.Enforcement.Missing), noNotifyMissing(t)) {
+					t.Errorf("report missing = %v, want %v", rep.Enforcement.Missing, noNotifyMissing(t))
 				}
 			})
 		}
@@ -128,7 +129,7 @@ func TestNoNotifyProtectedPaths(t *testing.T) {
 // never stays active (the post-run audit quarantines it) — also without
 // user notification.
 func TestNoNotifyMissingProtectedPath(t *testing.T) {
-	d := degradedDocker
+	d := degradedNoNotify
 	for _, c := range []struct{ name, script string }{
 		{"mkdir .git/hooks", `mkdir -p .git/hooks && printf '#!/bin/sh\ntouch /tmp/pwned\n' > .git/hooks/pre-commit`},
 		{"mv a repository to .git", `git init -q work/y && printf '#!/bin/sh\ntouch /tmp/pwned\n' > work/y/.git/hooks/pre-commit && mv work/y/.git .git`},
@@ -159,7 +160,7 @@ func TestNoNotifyMissingProtectedPath(t *testing.T) {
 // directly in .git, new entries directly in the workspace) fails with
 // EACCES and changes nothing.
 func TestNoNotifyGitReads(t *testing.T) {
-	d := degradedDocker
+	d := degradedNoNotify
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		d.need(t, id)
 		ws := gitRepo(t, id)

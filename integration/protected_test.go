@@ -13,7 +13,7 @@ import (
 // in: all of them. Where no layer stops a write while the command runs
 // (without user notification a missing name is not carved), the post-run
 // audit sets it aside.
-func protectedConfigs() []degradation { return append(gitConfigs(), degradedDocker) }
+func protectedConfigs() []degradation { return append(gitConfigs(), degradedDocker, degradedNoNotify) }
 
 // TestProtectedNamesHeld: in every host configuration, as root and as the
 // test user, a command can neither create nor change the protected names of
@@ -56,7 +56,7 @@ func TestProtectedNamesHeld(t *testing.T) {
 				requireContent(t, filepath.Join(ws, ".bashrc"), "orig")
 				requireContent(t, filepath.Join(ws, "src/main.go"), "ok\n")
 				requireContent(t, filepath.Join(ws, "src/.vscode/settings.json"), "ok\n")
-				if cfg.name == degradedDocker.name {
+				if cfg.name == degradedNoNotify.name {
 					// .vscode and .bashrc exist: the carve-out keeps the
 					// workspace's own entries from being created (the
 					// documented cost).
@@ -75,12 +75,12 @@ func TestProtectedNamesHeld(t *testing.T) {
 }
 
 // TestProtectedNamesAuditedWithoutNotify: without user notification
-// (Docker's seccomp profile) and with no protected name there at the start,
+// (Linux < 5.0, Docker's seccomp profile) and with no protected name there at the start,
 // nothing is carved, so the workspace keeps its new top-level files — and
 // the protected names the command created are set aside after the run,
 // each reported.
 func TestProtectedNamesAuditedWithoutNotify(t *testing.T) {
-	d := degradedDocker
+	d := degradedNoNotify
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		d.need(t, id)
 		ws := id.workspace(t)

@@ -184,6 +184,16 @@ func TestSecretsFlags(t *testing.T) {
 				id.writeOwned(t, inWS, "DOTENV-"+h.sshKey+"\n", 0o644)
 				r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws, "--deny-read", extra, "--deny-read", inWS),
 					Argv: bash(`cat ~/notes.txt; cat .env; cat ~/.bashrc`), Env: h.env(), Dir: ws})
+				if mode == "workspace-write" && simulatedHostLacks("mount-view") {
+					// .env lies in a writable root, where only a mount view
+					// hides it: refused (TestSecretsNeedMountView).
+					requireSetupRefused(t, r)
+					if want := "cannot hide " + inWS + " without a mount view"; !strings.Contains(r.Stderr, want) {
+						t.Errorf("%s: stderr = %q, want %q", simulatedHostName(), r.Stderr, want)
+					}
+					requireNoBytes(t, r, "EXTRA-", "DOTENV-")
+					return
+				}
 				requireExit(t, r, 0) // the last cat
 				requireNoBytes(t, r, "EXTRA-", "DOTENV-")
 				rep := requireReport(t, r)

@@ -56,10 +56,13 @@ func abiCaps(kernel int) []string {
 // own processes, itself included, can be signalled.
 func TestSignalsStayInTheSandbox(t *testing.T) {
 	t.Parallel()
+	seen := map[*degradation]bool{}
 	for _, h := range hostConfigs {
-		if h.d == nil || h.d == &degradedNoLandlock {
+		// (Under DSH_IT_HOST the full host is the simulated one.)
+		if h = h.onHost(); !h.d.lacks("pid-namespace") || seen[h.d] {
 			continue // a pid namespace: host pids are not even nameable
 		}
+		seen[h.d] = true
 		t.Run(h.name, func(t *testing.T) {
 			forEachIdentity(t, func(t *testing.T, id identity) {
 				h.d.need(t, id)
@@ -103,7 +106,15 @@ func TestSignalsStayInTheSandbox(t *testing.T) {
 										Env:   []string{"PID=" + fmt.Sprint(hp.pid)},
 										Dir:   ws,
 									})
-									requireFailed(t, r)
+									if c.target == "every" && abi >= 6 {
+										// kill(-1) answers 0 when every target
+										// refused it with EPERM: the command's
+										// nested domain reaches no process but
+										// its own, and it has none here.
+										requireExit(t, r, 0)
+									} else {
+										requireFailed(t, r)
+									}
 									hp.requireUntouched(t)
 									if abi >= 6 {
 										return // Landlock's scope denied it: no fact

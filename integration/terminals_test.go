@@ -32,7 +32,19 @@ func (h hostConfig) wrap() []string {
 
 // mountView says whether the sandbox gets a mount view on this configuration.
 func (h hostConfig) mountView() bool {
-	return h.d == nil || h.d == &degradedNoLandlock
+	return !h.d.lacks("mount-view")
+}
+
+// onHost is the configuration the commands run on: under DSH_IT_HOST the
+// full host is the simulated one.
+func (h hostConfig) onHost() hostConfig {
+	if h.d != nil {
+		return h
+	}
+	if d := simulated(); d != nil {
+		return hostConfig{d.name + " (DSH_IT_HOST)", d}
+	}
+	return h
 }
 
 var hostConfigs = []hostConfig{
@@ -49,6 +61,7 @@ var supervisedHosts = []hostConfig{
 	{"full host", nil},
 	{"no user namespaces", &degradedNoUserNS},
 	{"Ubuntu 24.04 AppArmor", &degradedAppArmor},
+	{"docker seccomp profile", &degradedDocker},
 }
 
 // forEachHost runs f for every host configuration and identity.
@@ -57,8 +70,16 @@ func forEachHost(t *testing.T, f func(t *testing.T, h hostConfig, id identity)) 
 }
 
 // forEachHostOf runs f for each of the host configurations and every identity.
+// Under DSH_IT_HOST the full host is the simulated one, run once.
 func forEachHostOf(t *testing.T, hosts []hostConfig, f func(t *testing.T, h hostConfig, id identity)) {
+	seen := map[*degradation]bool{}
 	for _, h := range hosts {
+		h = h.onHost()
+		if h.d != nil && seen[h.d] {
+			t.Logf("%s: run once, as the simulated host", h.d.name)
+			continue
+		}
+		seen[h.d] = true
 		t.Run(h.name, func(t *testing.T) {
 			forEachIdentity(t, func(t *testing.T, id identity) {
 				if h.d == nil {

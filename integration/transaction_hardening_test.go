@@ -185,22 +185,61 @@ func TestTransactionReviewEscaped(t *testing.T) {
 	})
 }
 
-// TestTransactionCommitStripsSetID: a set-user-ID or set-group-ID
-// executable the command left (as root, set-user-ID root) reaches the
-// workspace without those bits, and commit says so.
+// TestTransactionCommitStripsSetID: in a transaction as elsewhere, a
+// command's chmod asking for set-ID bits goes through without them
+// (setid_test.go); and a set-ID file of the workspace the command touched
+// (copied up with its bits) reaches the workspace again without them, which
+// commit says.
 func TestTransactionCommitStripsSetID(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
-		r := e.run(t, `cp /bin/true suid && chmod 4755 suid && cp /bin/true sgid && chmod 2755 sgid && stat -c '%a' suid sgid`)
+		id.writeOwned(t, filepath.Join(e.ws, "tool"), "#!/bin/sh\n", 0o755)
+		require.NoError(t, os.Chmod(filepath.Join(e.ws, "tool"), 0o755|os.ModeSetuid))
+		r := e.run(t, `cp /bin/true suid && chmod 4755 suid && stat -c '%a' suid && touch tool && stat -c '%a' tool`)
 		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "4755\n2755\n", r.Stdout, "the command's own view keeps the bits")
+		assert.Equal(t, "755\n4755\n", r.Stdout, "stripped at once; the workspace's own file keeps its bits in the overlay")
+		assert.Contains(t, r.Stderr, cliPrefix+"denied chmod "+filepath.Join(e.ws, "suid")+" (workspace-write mode, set-ID bits not applied)\n")
 		c := e.cli(t, "commit", e.tx)
 		require.Equal(t, 0, c.Exit, c.String())
-		for _, name := range []string{"suid", "sgid"} {
+		for _, name := range []string{"suid", "tool"} {
 			fi, err := os.Stat(filepath.Join(e.ws, name))
 			require.NoError(t, err)
 			assert.Equal(t, os.FileMode(0o755), fi.Mode(), name)
-			assert.Contains(t, c.Stderr, "applied without its set-user-ID, set-group-ID or capability bits: "+name)
+		}
+		assert.Contains(t, c.Stderr, "applied without its set-user-ID, set-group-ID or capability bits: tool")
+	})
+}
+
+// helpersScript signals the command's ancestors — without a pid namespace
+// the runner's keeper and relay — with SIGSTOP and SIGKILL, then its own
+// child, printing what each kill answered.
+const helpersScript = `
+p=$PPID
+for i in 1 2; do
+  kill -STOP $p 2>/dev/null && echo "stopped $i"
+  kill -KILL $p 2>/dev/null && echo "killed $i"
+  p=$(awk '{print $4}' /proc/$p/stat)
+done
+sleep 5 & kill -KILL $! && echo "own child killed"
+`
+
+// TestRunnerHelpersOutOfReach: without a pid namespace the runner's relay
+// and keeper are the command's visible ancestors, of its uid; neither can
+// be stopped or killed by the command — from Landlock ABI 6 it sits in a
+// nested domain whose signal scope keeps them out, below it the supervisor
+// refuses them —, while its own processes can. The command ends as it
+// would, its status reported.
+func TestRunnerHelpersOutOfReach(t *testing.T) {
+	hosts := []hostConfig{{"no user namespaces", &degradedNoUserNS}, {"Ubuntu 24.04 AppArmor", &degradedAppArmor}, {"docker seccomp profile", &degradedDocker}}
+	forEachHostOf(t, hosts, func(t *testing.T, h hostConfig, id identity) {
+		for _, abi := range []string{"", "5"} {
+			flags := sandboxFlags("workspace-write", id.workspace(t))
+			if abi != "" {
+				flags = append(flags, "--landlock-abi", abi)
+			}
+			r := id.run(t, runOpts{Wrap: h.wrap(), Flags: flags, Argv: bash(helpersScript)})
+			requireExit(t, r, 0)
+			assert.Equal(t, "own child killed\n", r.Stdout, "abi %q: %s", abi, r.String())
 		}
 	})
 }

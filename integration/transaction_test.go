@@ -86,10 +86,39 @@ func newTxEnv(t *testing.T, id identity) txEnv {
 	return e
 }
 
-// run runs script in the transaction.
+// run runs script in the transaction (on a host without one: see
+// skipWithoutOverlay).
 func (e txEnv) run(t *testing.T, script string) result {
 	t.Helper()
+	skipWithoutOverlay(t, e.id, e.ws, e.tx)
 	return e.fsEnv.run(t, script, "--transaction", e.tx)
+}
+
+// skipWithoutOverlay: on a simulated host without a mount view there is no
+// overlay, and a command in a transaction is refused before anything runs
+// (docs/DESIGN.md, Transactions; TestTransactionUnavailable). It runs one
+// such command in workspace ws with transaction directory tx, asserts the
+// refusal — exit 125, one line saying "transaction unavailable", the
+// workspace untouched, no transaction directory left — and skips the rest
+// of the test, whose subject is the transaction. Elsewhere it does nothing.
+func skipWithoutOverlay(t *testing.T, id identity, ws, tx string) {
+	t.Helper()
+	if !simulatedHostLacks("mount-view") {
+		return
+	}
+	before := treeHash(t, ws)
+	r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws, "--transaction", tx), Argv: bash("echo x > direct"), Dir: ws})
+	requireSetupRefused(t, r)
+	if !strings.Contains(r.Stderr, "transaction unavailable") {
+		t.Errorf("stderr = %q, want the transaction refused as unavailable", r.Stderr)
+	}
+	requireAbsent(t, filepath.Join(ws, "direct"))
+	assert.Equal(t, before, treeHash(t, ws), "the workspace changed")
+	requireAbsent(t, tx)
+	if t.Failed() {
+		t.FailNow()
+	}
+	skipOnSimulatedHost(t, "no mount view, so no overlay: a command in a transaction is refused before it runs (exit 125, asserted); the rest of this test needs one")
 }
 
 // cli runs `dsh-sandbox-run ARGS` (commit, discard, diff, changes) as the
@@ -298,6 +327,7 @@ func TestTransactionGit(t *testing.T) {
 func TestTransactionHarnessKilled(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
+		skipWithoutOverlay(t, id, e.ws, e.tx)
 		before := treeHash(t, e.ws)
 		s := id.start(t, runOpts{
 			Flags: sandboxFlags("workspace-write", e.ws, "--transaction", e.tx),
@@ -350,7 +380,7 @@ func TestTransactionUnavailable(t *testing.T) {
 		e := newTxEnv(t, id)
 		before := treeHash(t, e.ws)
 		r := id.run(t, runOpts{
-			Wrap:  noUserNSWrap,
+			Wrap:  noUserNSWrap(),
 			Flags: sandboxFlags("workspace-write", e.ws, "--transaction", e.tx),
 			Argv:  bash("echo x > direct"),
 			Dir:   e.ws,
@@ -434,6 +464,7 @@ func exitedEarly(pid int) bool {
 func TestTransactionSecrets(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
+		skipWithoutOverlay(t, id, e.ws, e.tx)
 		secret := filepath.Join(e.ws, "secret.env")
 		id.writeOwned(t, secret, "TOKEN=hunter2\n", 0o600)
 		r := e.fsEnv.run(t, "cat secret.env; echo stolen > secret.env; rm -f secret.env; echo ok > other", "--transaction", e.tx, "--deny-read", secret)

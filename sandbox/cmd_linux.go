@@ -245,6 +245,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	// The process that loads the seccomp filter: the runner, or the init of
 	// its pid namespace when it made one.
 	confined := proc.Pid
+	keeper := 0 // the inner keeper, without a pid namespace
 	cleanup := func() {
 		tree.Kill()
 		<-tree.Reaped()
@@ -322,6 +323,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			tree.SetKeeper(m.Pid, true)
 		case runner.MsgKeeper:
 			tree.SetKeeper(m.Pid, false)
+			keeper = m.Pid
 		case runner.MsgListener:
 			// The listener comes attached (SCM_RIGHTS), sent by a thread
 			// of the command's process that the filter does not hold: no
@@ -346,12 +348,18 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			if m.IPCNS != 1 {
 				n.SharesIPC()
 			}
+			n.SetKeeper(keeper)
 			if eg != nil {
 				if m.NetNS == 1 && eg.count() != eg.sockets() {
 					return abort(fmt.Sprintf("egress: the runner handed over %d of %d sockets", eg.count(), eg.sockets()))
 				}
 				n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1, Proxy: eg.proxy, Hosts: eg.hosts, DNS: eg.dns,
 					Connecting: func(port uint16) { c.Proxy.expectFrom(port, eg) }})
+			}
+			if !c.prep.getfd {
+				// No pidfd_getfd here (Docker's default seccomp
+				// profile): sockets are replaced, not copied.
+				n.NoPidfdGetfd()
 			}
 			go n.Run()
 			if err := runner.SendMsg(ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {

@@ -28,8 +28,9 @@
 //     inheritable);
 //  3. sets no_new_privs;
 //  4. enforces the Landlock ruleset and self-tests it;
-//  5. loads the seccomp filter, lets the supervisor take its
-//     user-notification listener (pidfd_getfd), self-tests it;
+//  5. loads the seccomp filter in the command's process, sends its
+//     user-notification listener to the supervisor (SCM_RIGHTS, from a
+//     helper outside the filter), self-tests it;
 //  6. (first thing, in fact) marks every fd above 2 close-on-exec;
 //  7. starts the command in a new session.
 //

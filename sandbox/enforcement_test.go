@@ -31,7 +31,9 @@ func TestAssess(t *testing.T) {
 		// mount view, the kernel without notify): nothing missing for it.
 		{"no user namespaces, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, notify: true, metadata: true}, LevelPartial,
 			[]string{MissingProtectedPaths, MissingProcessVisibility}},
-		{"docker, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, carved: true}, LevelPartial,
+		// No user notification (Linux < 5.0): Landlock carves the
+		// protected paths, nothing reports or emulates.
+		{"no notify, old landlock", modes.WorkspaceWrite, layers{landlockABI: 2, seccomp: true, carved: true}, LevelPartial,
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingDenialFacts}},
 		{"no landlock", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, seccomp: true, notify: true}, LevelFull,
 			[]string{}},
@@ -43,12 +45,18 @@ func TestAssess(t *testing.T) {
 			[]string{MissingProcessVisibility}},
 		{"no notify", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true}, LevelPartial,
 			[]string{MissingDenialFacts}},
-		{"docker: landlock carves the protected paths", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true, carved: true}, LevelPartial,
+		{"no notify: landlock carves the protected paths", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true, carved: true}, LevelPartial,
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation, MissingDenialFacts}},
-		{"docker: a protected path not carved", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true}, LevelPartial,
+		{"no notify: a protected path not carved", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true}, LevelPartial,
 			[]string{MissingProtectedPaths, MissingMetadataWrites, MissingProcessVisibility, MissingIPCIsolation, MissingDenialFacts}},
-		{"docker, old landlock: nothing judges signals", modes.ReadOnly, layers{landlockABI: 5, seccomp: true}, LevelPartial,
+		{"no notify, old landlock: nothing judges signals", modes.ReadOnly, layers{landlockABI: 5, seccomp: true}, LevelPartial,
 			[]string{MissingMetadataWrites, MissingProcessVisibility, MissingSignalIsolation, MissingIPCIsolation, MissingDenialFacts}},
+		// Docker's default seccomp profile: a supervisor (the listener by
+		// SCM_RIGHTS, sockets replaced without pidfd_getfd), no namespace.
+		{"docker", modes.WorkspaceWrite, layers{landlockABI: 7, seccomp: true, notify: true, metadata: true, secrets: true}, LevelPartial,
+			[]string{MissingProtectedPaths, MissingProcessVisibility, MissingSecretMasksMount}},
+		{"docker, read-only, old landlock: the supervisor judges signals", modes.ReadOnly, layers{landlockABI: 2, seccomp: true, notify: true, metadata: true, secrets: true}, LevelPartial,
+			[]string{MissingProcessVisibility, MissingSecretMasksMount}},
 		{"secrets, everything", modes.ReadOnly, layers{ns: allNS, mountView: true, freshProc: true, landlockABI: 7, seccomp: true, notify: true, secrets: true}, LevelFull,
 			[]string{}},
 		{"secrets, no mount view", modes.ReadOnly, layers{landlockABI: 7, seccomp: true, notify: true, metadata: true, secrets: true}, LevelPartial,

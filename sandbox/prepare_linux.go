@@ -262,6 +262,10 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 		// cover /proc (workspace "/") leaves nothing to deny there.
 		{"llselftest", b(mountplan.RootOf(p.WritableRoots, "/proc") == "")},
 		{"notify", b(prep.notify)},
+		// Without a pid namespace, the runner nests the command in a
+		// Landlock domain of its own whose signal scope (ABI 6) keeps the
+		// relay and the keeper out of its reach.
+		{"scopesig", b(prep.ruleset != nil && prep.abi >= 6)},
 		{"needview", prep.needView},
 		// The size of the program for a runner without a mount view,
 		// sent after the other (0: none).

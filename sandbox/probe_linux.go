@@ -3,6 +3,8 @@
 package sandbox
 
 import (
+	"errors"
+	"os"
 	"strings"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
@@ -14,6 +16,17 @@ import (
 func ProbeWith(o ProbeOptions) ProbeReport {
 	r := ProbeReport{Version: 1, Modes: map[string]ModeProbe{}, Confined: true}
 	ws := o.Workspace
+	// A broad workspace (the cwd is often / or the home directory) says
+	// nothing about the host; without a mount view, though, the secrets in
+	// it would make workspace-write look unavailable (they cannot be hidden
+	// in a writable root). Such a workspace is probed as an empty directory.
+	var broad *modes.BroadWorkspaceError
+	if _, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws}); errors.As(err, &broad) && broad.Kind == modes.BroadWorkspace {
+		if d, err := os.MkdirTemp("", "dsh-sandbox-probe-"); err == nil {
+			defer os.Remove(d)
+			ws = d
+		}
+	}
 	if kernel, err := landlock.ABI(); err != nil {
 		r.Landlock = LandlockProbe{Features: []string{}, Error: err.Error()}
 	} else {

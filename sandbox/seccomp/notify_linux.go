@@ -63,6 +63,32 @@ func Valid(fd int, id uint64) bool {
 	return ioctl(fd, unix.SECCOMP_IOCTL_NOTIF_ID_VALID, unsafe.Pointer(&id)) == nil
 }
 
+// notifAddfd is struct seccomp_notif_addfd.
+type notifAddfd struct {
+	ID         uint64
+	Flags      uint32
+	SrcFD      uint32
+	NewFD      uint32
+	NewFDFlags uint32
+}
+
+// ReplaceFD installs a duplicate of the supervisor's srcfd in the process of
+// notification id at descriptor number newfd, atomically replacing (and
+// closing) whatever newfd held, as dup2 would (SECCOMP_IOCTL_NOTIF_ADDFD with
+// SECCOMP_ADDFD_FLAG_SETFD, Linux 5.9); cloexec sets O_CLOEXEC on it. The
+// notification must still be pending (ENOENT otherwise); the call itself is
+// then answered separately. Older kernels refuse the ioctl (EINVAL).
+func ReplaceFD(fd int, id uint64, srcfd, newfd int, cloexec bool) error {
+	if srcfd < 0 || newfd < 0 {
+		return unix.EBADF
+	}
+	a := notifAddfd{ID: id, Flags: unix.SECCOMP_ADDFD_FLAG_SETFD, SrcFD: uint32(srcfd), NewFD: uint32(newfd)}
+	if cloexec {
+		a.NewFDFlags = unix.O_CLOEXEC
+	}
+	return ioctl(fd, unix.SECCOMP_IOCTL_NOTIF_ADDFD, unsafe.Pointer(&a))
+}
+
 // SetSyncWakeup asks the kernel (6.6+) to wake the supervisor and the waiting
 // process synchronously, which shortens every round trip; older kernels
 // refuse and nothing changes.

@@ -26,16 +26,96 @@
 //	degrade docker PROGRAM [ARG...]      Docker's default seccomp profile
 //	                                     without CAP_SYS_PTRACE: unshare,
 //	                                     setns and mount fail with EPERM (no
-//	                                     user namespace), and so does
-//	                                     pidfd_getfd (no supervisor can take a
-//	                                     seccomp listener: no user
-//	                                     notification)
+//	                                     user namespace, and no
+//	                                     unshare(CLONE_FS) either), and so
+//	                                     does pidfd_getfd (the supervisor
+//	                                     cannot copy a command's descriptor;
+//	                                     user notification works)
+//	degrade nonotify PROGRAM [ARG...]    a kernel without seccomp user
+//	                                     notification (before 5.0):
+//	                                     seccomp(SECCOMP_GET_NOTIF_SIZES) and
+//	                                     a filter loaded with
+//	                                     SECCOMP_FILTER_FLAG_NEW_LISTENER fail
+//	                                     with EINVAL, as such a kernel answers
+//	                                     an unknown operation or flag (which
+//	                                     is also how libseccomp finds its API
+//	                                     level below 5); docker+nonotify is
+//	                                     Docker's profile on such a kernel
 //	degrade abi2 PROGRAM [ARG...]        a kernel with Landlock ABI 2 (Debian
 //	                                     12's 6.1): see abi2 below
+//	degrade nouserns PROGRAM [ARG...]    a host without user namespaces
+//	                                     (user.max_user_namespaces=0): PROGRAM
+//	                                     runs as the caller, uid and gid
+//	                                     unchanged and without capabilities,
+//	                                     but in a user namespace of its own
+//	                                     (mapping only the caller's ids onto
+//	                                     themselves) whose max_user_namespaces
+//	                                     is 0 — the limit is per user
+//	                                     namespace, and only a process with
+//	                                     CAP_SYS_RESOURCE in it may set it.
+//	                                     Unlike `unshare -Ur`, which runs
+//	                                     PROGRAM as the namespace's root with
+//	                                     every capability over the caller's
+//	                                     files, an unprivileged caller stays
+//	                                     unprivileged (see nouserns below)
 //
 // Profiles combine with "+" (docker+abi2): one filter holds the rules of
 // all of them.
 package main
+
+/*
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void degrade_write(const char *path, const char *data) {
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, data, strlen(data)) != (ssize_t)strlen(data)) {
+		fprintf(stderr, "degrade: nouserns: write %s: %s\n", path, strerror(errno));
+		_exit(126);
+	}
+	close(fd);
+}
+
+// degrade_nouserns runs before the Go runtime starts its threads (a
+// multi-threaded process cannot unshare its user namespace): glibc calls
+// the constructors of the program with main's arguments. For the nouserns
+// profile it moves the process into a user namespace that maps only the
+// caller's uid and gid onto themselves, and there sets
+// max_user_namespaces to 0 while it still holds the namespace's
+// capabilities; the exec of PROGRAM drops them unless the caller is
+// root (uid 0 is root in the namespace too, as with `unshare -Ur`).
+__attribute__((constructor)) static void degrade_nouserns(int argc, char **argv, char **envp) {
+	(void)envp;
+	if (argc < 2) {
+		return;
+	}
+	char profiles[256];
+	snprintf(profiles, sizeof profiles, "+%s+", argv[1]);
+	if (strstr(profiles, "+nouserns+") == NULL) {
+		return;
+	}
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	if (unshare(CLONE_NEWUSER) != 0) {
+		fprintf(stderr, "degrade: nouserns: unshare(CLONE_NEWUSER): %s\n", strerror(errno));
+		_exit(126);
+	}
+	char map[64];
+	degrade_write("/proc/self/setgroups", "deny");
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	degrade_write("/proc/self/uid_map", map);
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	degrade_write("/proc/self/gid_map", map);
+	degrade_write("/proc/sys/user/max_user_namespaces", "0\n");
+}
+*/
+import "C"
 
 import (
 	"fmt"
@@ -49,20 +129,33 @@ import (
 )
 
 // rule is one syscall to deny, optionally only when arg 0 has one of the
-// bits in anyBit0, or only when it is exactly arg0 (exact). errno 0 makes
-// the call return 0 without doing anything.
+// bits in anyBit0, or only when it is exactly arg0 (exact), or only when
+// every one of conds holds. errno 0 makes the call return 0 without doing
+// anything.
 type rule struct {
 	name    string
 	errno   unix.Errno
 	anyBit0 []uint64
 	exact   bool
 	arg0    uint64
+	conds   []argCond
 }
+
+// argCond holds when (argument arg & mask) == value.
+type argCond struct{ arg, mask, value uint64 }
+
+// The seccomp(2) operations and the filter flag of user notification.
+const (
+	seccompSetModeFilter   = 1 // SECCOMP_SET_MODE_FILTER
+	seccompGetNotifSizes   = 3 // SECCOMP_GET_NOTIF_SIZES (Linux 5.0)
+	seccompFlagNewListener = 8 // SECCOMP_FILTER_FLAG_NEW_LISTENER (Linux 5.0)
+)
 
 func profiles() map[string][]rule {
 	otherNS := []uint64{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS, unix.CLONE_NEWIPC,
 		unix.CLONE_NEWPID, unix.CLONE_NEWNET, unix.CLONE_NEWTIME}
 	return map[string][]rule{
+		"nouserns": {}, // the user namespace of degrade_nouserns, no filter
 		"nolandlock": {
 			{name: "landlock_create_ruleset", errno: unix.ENOSYS},
 			{name: "landlock_add_rule", errno: unix.ENOSYS},
@@ -84,6 +177,11 @@ func profiles() map[string][]rule {
 			{name: "setns", errno: unix.EPERM},
 			{name: "mount", errno: unix.EPERM},
 			{name: "pidfd_getfd", errno: unix.EPERM},
+		},
+		"nonotify": {
+			{name: "seccomp", errno: unix.EINVAL, conds: []argCond{{0, 0xffffffff, seccompGetNotifSizes}}},
+			{name: "seccomp", errno: unix.EINVAL, conds: []argCond{
+				{0, 0xffffffff, seccompSetModeFilter}, {1, seccompFlagNewListener, seccompFlagNewListener}}},
 		},
 	}
 }
@@ -128,7 +226,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: degrade nolandlock|apparmor|usernsonly|docker|abi2[+...] PROGRAM [ARG...]")
+	fmt.Fprintln(os.Stderr, "usage: degrade nolandlock|apparmor|usernsonly|docker|nonotify|abi2[+...] PROGRAM [ARG...]")
 	os.Exit(2)
 }
 
@@ -140,6 +238,9 @@ func arg(i int) string {
 }
 
 func load(rules []rule) error {
+	if len(rules) == 0 {
+		return nil // nouserns alone: nothing to filter (nor no_new_privs to set)
+	}
 	f, err := filter(rules)
 	if err != nil {
 		return err
@@ -168,6 +269,18 @@ func addRules(f *seccomp.ScmpFilter, rules []rule) error {
 		}
 		act := seccomp.ActErrno.SetReturnCode(int16(r.errno))
 		switch {
+		case r.conds != nil:
+			var cs []seccomp.ScmpCondition
+			for _, x := range r.conds {
+				var c seccomp.ScmpCondition
+				if c, err = seccomp.MakeCondition(uint(x.arg), seccomp.CompareMaskedEqual, x.mask, x.value); err != nil {
+					break
+				}
+				cs = append(cs, c)
+			}
+			if err == nil {
+				err = f.AddRuleConditional(nr, act, cs)
+			}
 		case r.exact:
 			var c seccomp.ScmpCondition
 			if c, err = seccomp.MakeCondition(0, seccomp.CompareMaskedEqual, 0xffffffff, r.arg0); err == nil {

@@ -65,6 +65,9 @@
 #ifndef SYS_landlock_restrict_self
 #define SYS_landlock_restrict_self 446
 #endif
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
 #ifndef SYS_landlock_add_rule
 #define SYS_landlock_add_rule 445
 #endif
@@ -891,6 +894,22 @@ static char bpf[SPEC_MAX];
 static char *bpf_g = bpf;
 static ssize_t blen_g;
 
+// nest_signal_scope puts the command's process in a Landlock domain nested
+// in the runner's, whose only restriction is the signal scope (ABI 6): the
+// command can signal its own processes, but no longer the relay and the
+// keeper, which stay in the outer domain and must outlive whatever it does
+// (without a pid namespace they are visible to it and share its uid). The
+// supervisor keeps the keeper out of reach below ABI 6 (signal_linux.go).
+static void nest_signal_scope(void) {
+	struct {
+		unsigned long long handled_access_fs, handled_access_net, scoped;
+	} attr = {0, 0, 1ULL << 1 /* LANDLOCK_SCOPE_SIGNAL */};
+	int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+	if (fd < 0) fail("landlock: signal scope: %s", strerror(errno));
+	if (syscall(SYS_landlock_restrict_self, fd, 0) < 0) fail("landlock: signal scope: %s", strerror(errno));
+	close(fd);
+}
+
 // The listener's way to the supervisor. The command's process cannot send
 // it once the filter is loaded (sendmsg is routed to the very supervisor
 // that does not hold the listener yet), and the supervisor cannot take it
@@ -1283,6 +1302,7 @@ static void runner_main(char **argv) {
 		close(ep[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		setsid();
+		if (confine && !pid1 && opt("scopesig")) nest_signal_scope();
 		if (confine) load_filter(notify, mount_view);
 		// The extra files, the runner's fds 4.., become the command's 3..
 		// (dup2 clears close-on-exec on the copy; the last original keeps

@@ -41,12 +41,17 @@ import (
 //
 // A bind checked and then continued could be raced (another thread swaps
 // the address, or the descriptor with dup2, before the kernel runs it). So
-// the supervisor binds its own copy of the command's socket, with only the
-// address it read once, on the thread restricted like the command
-// (restricted_linux.go: no capabilities, no_new_privs, the command's Landlock
-// ruleset), with the command's umask and the pinned parent directory (inside
-// the sandbox's mount namespace, so the mount view applies) as its working
-// directory. The kernel then checks the bind exactly as for the command.
+// the supervisor binds its own copy of the command's socket (without
+// pidfd_getfd: a replacement of a fresh one, installed in its place once
+// bound, replace_linux.go), with only the address it read once, on the
+// thread restricted like the command (restricted_linux.go: no capabilities,
+// no_new_privs, the command's Landlock ruleset), with the command's umask
+// and the pinned parent directory (inside the sandbox's mount namespace, so
+// the mount view applies) as its working directory — or, where the host
+// refuses the thread a filesystem context of its own (unshare(CLONE_FS):
+// Docker's default seccomp profile), through /proc/self/fd/DIR/NAME, the
+// umask applied to the socket's mode first. The kernel then checks the bind
+// exactly as for the command.
 
 // sockID names a socket file.
 type sockID struct{ dev, ino uint64 }
@@ -91,11 +96,12 @@ func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			return verdict{errno: unix.EFAULT}
 		}
 	}
-	sfd, dom, v, ok := n.targetSocket(req, int(int32(a[0])))
+	sock, v, ok := n.bindSocket(req, rule, int(int32(a[0])), addr)
 	if !ok {
 		return v
 	}
-	defer unix.Close(sfd)
+	defer unix.Close(sock.fd)
+	sfd, dom := sock.fd, sock.dom
 	if dom != unix.AF_UNIX && n.egress != nil {
 		if v, handled := n.bindInet(rule, addr); handled {
 			return v
@@ -105,7 +111,8 @@ func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	if dom != unix.AF_UNIX || alen <= 2 {
 		// Another family (its own checks are the kernel's: ports,
 		// Landlock's TCP rules), or autobind / a too short address.
-		return errnoVerdict(n.restrictedBind(sfd, -1, addr, umask), 0)
+		v, _ := n.bindOn(req, rule, sock, -1, addr, umask, "", "")
+		return v
 	}
 	if binary.LittleEndian.Uint16(addr) != unix.AF_UNIX {
 		return verdict{errno: unix.EINVAL}
@@ -115,7 +122,8 @@ func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		if n.sharesNetNS(pid) {
 			return n.deny(rule, unix.EPERM, "", abstractName(name[1:]))
 		}
-		return errnoVerdict(n.restrictedBind(sfd, -1, addr, umask), 0)
+		v, _ := n.bindOn(req, rule, sock, -1, addr, umask, "", abstractName(name[1:]))
+		return v
 	}
 	if i := bytes.IndexByte(name, 0); i >= 0 {
 		name = name[:i]
@@ -149,8 +157,8 @@ func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	}
 	defer unix.Close(dfd)
 	sa := append([]byte{unix.AF_UNIX & 0xff, unix.AF_UNIX >> 8}, base...)
-	if err := n.restrictedBind(sfd, dfd, sa, umask); err != nil {
-		return errnoVerdict(err, 0)
+	if v, ok := n.bindOn(req, rule, sock, dfd, sa, umask, canon, ""); !ok {
+		return v
 	}
 	if !n.policy.Network {
 		if id, ok := boundFile(sfd, dfd, base); ok {
@@ -160,11 +168,124 @@ func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	return verdict{}
 }
 
+// boundSocket is the socket the supervisor binds for the command's
+// descriptor: its copy, or a replacement to install in the command's place
+// before it is bound (without pidfd_getfd).
+type boundSocket struct {
+	fd, dom int
+	replace bool
+	cmdFD   int       // the command's descriptor (replace)
+	cmd     cmdSocket // what it was (replace)
+}
+
+// bindSocket returns the socket to bind for the command's descriptor fd,
+// addr being the address the command asked for (for a fact); ok false: v
+// is the answer. Without pidfd_getfd only a fresh unix socket is replaced:
+// a bound one gets the kernel's EINVAL, a connected one or another family a
+// refusal with a fact.
+func (n *Notifier) bindSocket(req *seccomp.Notif, rule seccomp.Rule, fd int, addr []byte) (boundSocket, verdict, bool) {
+	if !n.nocopy {
+		sfd, dom, v, ok := n.targetSocket(req, fd)
+		return boundSocket{fd: sfd, dom: dom}, v, ok
+	}
+	path, address := bindTargetName(addr)
+	s, v, ok := n.inspectSocket(req, rule, fd, path, address)
+	switch {
+	case !ok:
+		return boundSocket{}, v, false
+	case s.bound:
+		return boundSocket{}, verdict{errno: unix.EINVAL}, false // the kernel's answer
+	case s.peer:
+		return boundSocket{}, n.unemulated(rule, path, address, "only an unconnected socket can be replaced"), false
+	}
+	sfd, err := s.replacement()
+	if err != nil {
+		return boundSocket{}, errnoVerdict(err, 0), false
+	}
+	return boundSocket{fd: sfd, dom: unix.AF_UNIX, replace: true, cmdFD: fd, cmd: s}, verdict{}, true
+}
+
+// bindTargetName renders a bind address for a fact: a path, or an address
+// (an abstract "@name", an inet "ip:port").
+func bindTargetName(addr []byte) (path, address string) {
+	if len(addr) < 3 {
+		return "", ""
+	}
+	switch binary.LittleEndian.Uint16(addr) {
+	case unix.AF_UNIX:
+		name := addr[2:]
+		if name[0] == 0 {
+			return "", abstractName(name[1:])
+		}
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		return string(name), ""
+	case unix.AF_INET, unix.AF_INET6:
+		return "", inetAddress(addr)
+	}
+	return "", ""
+}
+
+// bindOn binds sock to addr for the command (restrictedBind, dirfd and
+// umask as there), a replacement once it is installed in the command's
+// place. path and address name the target in a fact. ok: bound; else v is
+// the answer.
+func (n *Notifier) bindOn(req *seccomp.Notif, rule seccomp.Rule, sock boundSocket, dirfd int, addr []byte, umask int, path, address string) (v verdict, ok bool) {
+	if sock.replace {
+		if v, ok := n.install(req, rule, sock.fd, sock.cmdFD, sock.cmd, path, address); !ok {
+			return v, false
+		}
+	}
+	err := n.restrictedBind(sock.fd, dirfd, addr, umask)
+	var ue unemulatedError
+	switch {
+	case errors.As(err, &ue):
+		v := n.deny(rule, unix.EACCES, path, address)
+		v.fact.Reason = string(ue)
+		return v, false
+	case err != nil:
+		return errnoVerdict(err, 0), false
+	}
+	return verdict{}, true
+}
+
+// unemulatedError is a call the supervisor cannot perform on this host; it
+// says why.
+type unemulatedError string
+
+func (e unemulatedError) Error() string { return string(e) }
+
+// errLongName: without a filesystem context of its own the restricted
+// thread names the directory as /proc/self/fd/N, which leaves less room
+// for the socket's name than the command had.
+const errLongName = unemulatedError("no unshare(CLONE_FS) on this host: a socket name this long cannot be bound for the command")
+
 // restrictedBind binds sfd to addr on the restricted thread
 // (restricted_linux.go), with umask and, when dirfd is not -1, dirfd as its
-// working directory.
+// working directory (addr then holds the name in it). Where the thread has
+// no filesystem context of its own the name is bound as
+// /proc/self/fd/DIRFD/NAME, and the umask is applied to the socket's mode
+// for the bind (the socket file gets that mode, less the process's umask).
 func (n *Notifier) restrictedBind(sfd, dirfd int, addr []byte, umask int) error {
-	return n.restricted.do(true, umask, dirfd, func() error {
+	return n.restricted.doFS(umask, dirfd, func(private bool) error {
+		if !private && dirfd >= 0 {
+			a := append(addr[:2:2], "/proc/self/fd/"+strconv.Itoa(dirfd)+"/"...)
+			a = append(a, addr[2:]...)
+			if len(a)-2 > len(unix.RawSockaddrUnix{}.Path) {
+				return errLongName
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(sfd, &st); err != nil {
+				return err
+			}
+			mode := st.Mode & 0o777
+			if err := unix.Fchmod(sfd, mode&^uint32(umask)); err != nil {
+				return err
+			}
+			defer unix.Fchmod(sfd, mode)
+			addr = a
+		}
 		var p unsafe.Pointer
 		if len(addr) > 0 {
 			p = unsafe.Pointer(&addr[0])
@@ -221,51 +342,18 @@ func diagVFS(sfd int) (dev, ino uint32, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	nl, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
-	if err != nil {
-		return 0, 0, false
-	}
-	defer unix.Close(nl)
+	const udiagShowVFS, unixDiagVFS = 2, 1
+	msg, attrs, err := unixDiagQuery(uint32(st.Ino), [2]uint32{uint32(cookie), uint32(cookie >> 32)}, udiagShowVFS)
 	le := binary.LittleEndian
-	req := make([]byte, 16+24)
-	le.PutUint32(req[0:], uint32(len(req)))
-	le.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
-	le.PutUint16(req[6:], unix.NLM_F_REQUEST)
-	le.PutUint32(req[8:], 1)
-	req[16] = unix.AF_UNIX
-	le.PutUint32(req[20:], ^uint32(0))     // every state
-	le.PutUint32(req[24:], uint32(st.Ino)) // the socket's inode
-	le.PutUint32(req[28:], 2)              // UDIAG_SHOW_VFS
-	le.PutUint32(req[32:], uint32(cookie)) // and its cookie
-	le.PutUint32(req[36:], uint32(cookie>>32))
-	if err := unix.Sendto(nl, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	if err != nil || le.Uint32(msg[8:]) != uint32(cookie) || le.Uint32(msg[12:]) != uint32(cookie>>32) {
 		return 0, 0, false
 	}
-	buf := make([]byte, 4096)
-	m, _, err := unix.Recvfrom(nl, buf, unix.MSG_DONTWAIT)
-	if err != nil || m < 16+16 {
-		return 0, 0, false
-	}
-	buf = buf[:m]
-	if l := int(le.Uint32(buf)); l < 32 || l > m || le.Uint16(buf[4:]) != unix.SOCK_DIAG_BY_FAMILY {
-		return 0, 0, false
-	} else {
-		buf = buf[:l]
-	}
-	if le.Uint32(buf[20:]) != uint32(st.Ino) || le.Uint32(buf[24:]) != uint32(cookie) || le.Uint32(buf[28:]) != uint32(cookie>>32) {
-		return 0, 0, false
-	}
-	for attrs := buf[32:]; len(attrs) >= 4; {
-		l, typ := int(le.Uint16(attrs)), le.Uint16(attrs[2:])
-		if l < 4 || l > len(attrs) {
-			return 0, 0, false
+	err = eachAttr(attrs, func(typ uint16, val []byte) {
+		if typ == unixDiagVFS && len(val) >= 8 {
+			ino, dev, ok = le.Uint32(val), le.Uint32(val[4:]), true
 		}
-		if typ == 1 && l >= 12 { // UNIX_DIAG_VFS
-			return le.Uint32(attrs[8:]), le.Uint32(attrs[4:]), true
-		}
-		attrs = attrs[min((l+3)&^3, len(attrs)):]
-	}
-	return 0, 0, false
+	})
+	return dev, ino, ok && err == nil
 }
 
 // targetUmask reads the umask of process pid; 077 when it cannot be read.

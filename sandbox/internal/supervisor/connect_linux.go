@@ -21,10 +21,11 @@ import (
 // unix sockets inside the writable roots that the sandbox bound may be
 // reached, and the supervisor
 // connects the target's socket itself: it takes a copy of the socket with
-// pidfd_getfd, pins the checked socket file with an O_PATH open that refuses
-// symlinks, and connects through /proc/self/fd. The target's memory is read
-// once; changing it afterwards changes nothing. On kernels without Landlock
-// ABI 9 this is what keeps docker.sock, D-Bus and ssh-agent out of reach.
+// pidfd_getfd (without it: connects a replacement, replace_linux.go), pins
+// the checked socket file with an O_PATH open that refuses symlinks, and
+// connects through /proc/self/fd. The target's memory is read once;
+// changing it afterwards changes nothing. On kernels without Landlock ABI 9
+// this is what keeps docker.sock, D-Bus and ssh-agent out of reach.
 func (n *Notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	if n.egress != nil {
@@ -32,11 +33,14 @@ func (n *Notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			return v
 		}
 	}
-	pin, v, ok := n.destination(req, rule, a[1], int(uint32(a[2])))
+	pin, canon, v, ok := n.destination(req, rule, a[1], int(uint32(a[2])))
 	if !ok {
 		return v
 	}
 	defer unix.Close(pin)
+	if n.nocopy {
+		return n.connectReplace(req, rule, int(int32(a[0])), pin, canon)
+	}
 	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])), n.pending(req))
 	if !ok {
 		return v
@@ -51,7 +55,9 @@ func (n *Notifier) connect(req *seccomp.Notif, rule seccomp.Rule) verdict {
 
 // sendto decides a sendto() with a destination address (a datagram to a
 // socket path, e.g. /dev/log): the same check as connect, and the supervisor
-// sends the bytes it read once from the target, to the pinned socket.
+// sends the bytes it read once from the target, to the pinned socket — from
+// its copy of the command's socket, or without pidfd_getfd from a fresh
+// socket of its own (replace_linux.go).
 func (n *Notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	if n.egress != nil {
@@ -59,7 +65,7 @@ func (n *Notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			return v
 		}
 	}
-	pin, v, ok := n.destination(req, rule, a[4], int(uint32(a[5])))
+	pin, canon, v, ok := n.destination(req, rule, a[4], int(uint32(a[5])))
 	if !ok {
 		return v
 	}
@@ -75,7 +81,12 @@ func (n *Notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			return verdict{errno: unix.EFAULT}
 		}
 	}
-	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])), n.pending(req))
+	var sfd int
+	if n.nocopy {
+		sfd, v, ok = n.datagramSender(req, rule, int(int32(a[0])), canon)
+	} else {
+		sfd, v, ok = targetFD(int(req.Pid), int(int32(a[0])), n.pending(req))
+	}
 	if !ok {
 		return v
 	}
@@ -96,54 +107,55 @@ const maxDatagram = 4 << 20
 
 // destination reads a socket address from the target and checks it: only a
 // pathname unix socket inside the writable roots passes, and then its socket
-// file is returned pinned (an O_PATH fd). Otherwise ok is false and v is the
-// answer (a denial with a fact for a forbidden destination).
-func (n *Notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint64, alen int) (pin int, v verdict, ok bool) {
+// file is returned pinned (an O_PATH fd), with its canonical path. Otherwise
+// ok is false and v is the answer (a denial with a fact for a forbidden
+// destination).
+func (n *Notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint64, alen int) (pin int, canon string, v verdict, ok bool) {
 	pid := int(req.Pid)
 	if alen < 2 || alen > 128 {
-		return -1, verdict{errno: unix.EINVAL}, false
+		return -1, "", verdict{errno: unix.EINVAL}, false
 	}
 	b, err := resolve.ReadBytes(pid, addr, alen)
 	if err != nil {
-		return -1, verdict{errno: unix.EFAULT}, false
+		return -1, "", verdict{errno: unix.EFAULT}, false
 	}
 	switch fam := binary.LittleEndian.Uint16(b); fam {
 	case unix.AF_UNIX:
 	case unix.AF_INET, unix.AF_INET6:
-		return -1, n.deny(rule, unix.EACCES, "", inetAddress(b)), false
+		return -1, "", n.deny(rule, unix.EACCES, "", inetAddress(b)), false
 	default:
-		return -1, verdict{errno: unix.EINVAL}, false
+		return -1, "", verdict{errno: unix.EINVAL}, false
 	}
 	name := b[2:]
 	if len(name) == 0 {
-		return -1, verdict{errno: unix.EINVAL}, false
+		return -1, "", verdict{errno: unix.EINVAL}, false
 	}
 	if name[0] == 0 {
 		// Abstract sockets live in the host's (or the sandbox's empty)
 		// network namespace; none may be reached without network.
-		return -1, n.deny(rule, unix.EPERM, "", abstractName(name[1:])), false
+		return -1, "", n.deny(rule, unix.EPERM, "", abstractName(name[1:])), false
 	}
 	if i := bytes.IndexByte(name, 0); i >= 0 {
 		name = name[:i]
 	}
 	t, err := n.target(req)
 	if err != nil {
-		return -1, verdict{errno: unix.EACCES}, false
+		return -1, "", verdict{errno: unix.EACCES}, false
 	}
-	canon, err := t.Resolve(unix.AT_FDCWD, string(name), true)
+	canon, err = t.Resolve(unix.AT_FDCWD, string(name), true)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-			return -1, verdict{errno: err.(unix.Errno)}, false
+			return -1, "", verdict{errno: err.(unix.Errno)}, false
 		}
-		return -1, n.deny(rule, unix.EACCES, string(name), ""), false
+		return -1, "", n.deny(rule, unix.EACCES, string(name), ""), false
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(t.RootFD, resolve.Rel(canon), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		// No such socket: an ordinary failure, not a denial.
-		return -1, errnoVerdict(err, 0), false
+		return -1, "", errnoVerdict(err, 0), false
 	}
 	if modes.Within(canon, "/proc") || !n.policy.Writable(canon) {
-		return -1, n.deny(rule, unix.EACCES, canon, ""), false
+		return -1, "", n.deny(rule, unix.EACCES, canon, ""), false
 	}
 	pin, err = unix.Openat2(t.RootFD, resolve.Rel(canon), &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
@@ -151,29 +163,31 @@ func (n *Notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint6
 	})
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return -1, verdict{errno: unix.ENOENT}, false
+			return -1, "", verdict{errno: unix.ENOENT}, false
 		}
-		return -1, verdict{errno: unix.EACCES}, false // a symlink appeared after the check
+		return -1, "", verdict{errno: unix.EACCES}, false // a symlink appeared after the check
 	}
 	if err := unix.Fstat(pin, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		unix.Close(pin)
-		return -1, verdict{errno: unix.ECONNREFUSED}, false
+		return -1, "", verdict{errno: unix.ECONNREFUSED}, false
 	}
 	if !n.own.has(&st) {
 		// A socket the sandbox did not bind during this run: a host
 		// listener in a writable root (an ssh-agent under /tmp), under its
 		// own name, a hard link or a renamed one (bind_linux.go).
 		unix.Close(pin)
-		return -1, n.deny(rule, unix.EACCES, canon, ""), false
+		return -1, "", n.deny(rule, unix.EACCES, canon, ""), false
 	}
-	return pin, verdict{}, true
+	return pin, canon, verdict{}, true
 }
 
 // targetFD takes a copy of fd from the process of thread tid with
 // pidfd_getfd. still, when not nil, must report that the process is still
 // the one that made the notification: it is asked after the pidfd is open,
 // so a pid reused in between (the target died) can never hand us another
-// process's descriptor.
+// process's descriptor. Never called on a host without pidfd_getfd
+// (Notifier.nocopy), where the calls that need a copy replace the socket
+// or are refused.
 func targetFD(tid, fd int, still func() bool) (int, verdict, bool) {
 	pidfd, err := unix.PidfdOpen(resolve.Tgid(tid), 0)
 	if err != nil {

@@ -2,15 +2,17 @@
 // the notification loop and its verdicts ([Notifier], notify_linux.go), the
 // registers-only open guard ([OpenGuard], [OpenGuardFor]), and the calls it
 // judges or performs for the command — bind (bind_linux.go), connect and
-// sendto (connect_linux.go), sendmsg and sendmmsg (sendmsg_linux.go), kill
-// and friends (signal_linux.go), the sched_* calls (sched_linux.go), terminal
-// ioctls (terminals_linux.go), changes of metadata without a mount view
-// (metadata_linux.go) — the thread restricted like the command on which it
-// performs binds and metadata changes (restricted_linux.go), and the bound
-// on every emulated call that may wait (bounded_linux.go).
+// sendto (connect_linux.go), sendmsg and sendmmsg (sendmsg_linux.go), the
+// same on a host without pidfd_getfd by replacing the command's sockets
+// (replace_linux.go), kill and friends (signal_linux.go), the sched_* calls
+// (sched_linux.go), terminal ioctls (terminals_linux.go), changes of
+// metadata without a mount view (metadata_linux.go) — the thread restricted
+// like the command on which it performs binds and metadata changes
+// (restricted_linux.go), and the bound on every emulated call that may wait
+// (bounded_linux.go).
 //
 // Package sandbox needs only [NewNotifier], [Notifier.Run],
-// [Notifier.Finish] and [OpenGuardFor] from it. It reads the target through
+// [Notifier.Finish], [Notifier.NoPidfdGetfd] and [OpenGuardFor] from it. It reads the target through
 // sandbox/internal/resolve, records denials in a sandbox/internal/facts Log,
 // and asks sandbox/internal/mountplan which /proc entries are global.
 //
@@ -30,7 +32,11 @@
 //     through the descriptor it checked and pinned then (an O_PATH fd opened
 //     under the target's root without following any symlink,
 //     /proc/thread-self/fd) or the command's own socket taken with
-//     pidfd_getfd, never through the path again. The target's memory is read
+//     pidfd_getfd — or, where the host refuses pidfd_getfd, a socket of its
+//     own installed in the command's place (SECCOMP_IOCTL_NOTIF_ADDFD) —,
+//     never through the path again. Without a copy it never continues a
+//     call whose decision rests on memory or a descriptor number the
+//     command can change after the check: it replaces, or refuses. The target's memory is read
 //     once; changing it afterwards changes nothing.
 //   - It never acts with its own powers: what the kernel must judge as the
 //     command's call (bind, a change of metadata) runs on the restricted

@@ -77,6 +77,10 @@ func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict
 	if !toProxy && !slices.Contains(n.egress.Hosts, dest) {
 		return refuse(), true
 	}
+	if n.nocopy {
+		// (An allowlist is refused on such a host before anything runs.)
+		return n.unemulated(rule, "", dest.String(), "an inet socket cannot be connected for the command"), true
+	}
 	sfd, v, ok := targetFD(int(req.Pid), int(int32(a[0])), n.pending(req))
 	if !ok {
 		return v, true
@@ -188,6 +192,10 @@ func (n *Notifier) listen(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	if n.egress == nil || n.egress.NetNS {
 		return allow()
 	}
+	if n.nocopy {
+		// (An allowlist is refused on such a host before anything runs.)
+		return n.unemulated(rule, "", "", "a socket cannot be made to listen for the command")
+	}
 	a := req.Args
 	sfd, dom, v, ok := n.targetSocket(req, int(int32(a[0])))
 	if !ok {
@@ -212,8 +220,12 @@ func (n *Notifier) listen(req *seccomp.Notif, rule seccomp.Rule) verdict {
 }
 
 // targetSocket takes a copy of the target's socket fd and returns it with
-// its address family; ok is false (and v the answer) when it cannot.
+// its address family; ok is false (and v the answer) when it cannot — on a
+// host without pidfd_getfd, always (EACCES).
 func (n *Notifier) targetSocket(req *seccomp.Notif, fd int) (sfd, dom int, v verdict, ok bool) {
+	if n.nocopy {
+		return -1, 0, verdict{errno: unix.EACCES}, false
+	}
 	sfd, v, ok = targetFD(int(req.Pid), fd, n.pending(req))
 	if !ok {
 		return -1, 0, v, false

@@ -55,9 +55,13 @@ type Notifier struct {
 	// sandbox's processes (sched_linux.go).
 	relay      int
 	relayStart uint64
+	keeper     int // the runner's inner keeper, 0 with a pid namespace (SetKeeper)
 	own        ownSockets // socket files the sandbox bound
 	guard      OpenGuard  // what Landlock cannot stop in this run
 	egress     *Egress    // inet destinations under an allowlist, or nil
+	// nocopy: this host refuses pidfd_getfd, so sockets are replaced, not
+	// copied (replace_linux.go).
+	nocopy bool
 	// ipc, when not nil, are the IPC objects the sandbox made: it has no
 	// IPC namespace of its own (ipc_linux.go).
 	ipc *ipcObjects
@@ -497,6 +501,14 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		// would renaming over one, or exchanging one (RENAME_EXCHANGE):
 		// both names of a rename are checked.
 		if (rule.Op == "remove" || rule.Op == "rename") && n.pinsProtected(p) {
+			if rule.Op == "remove" {
+				if errno := failsAnyway(t.RootFD, p, rule.Name, a); errno != 0 {
+					// git stash and git checkout try rmdir(".git"): the
+					// kernel's answer, nothing denied (and nothing
+					// continued).
+					return verdict{errno: errno}
+				}
+			}
 			return n.deny(rule, unix.EBUSY, p, "")
 		}
 	}
@@ -539,6 +551,44 @@ func (n *Notifier) chmodVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		n.changes.Touch(t.RootFD, r)
 	}
 	return allow()
+}
+
+// failsAnyway returns the errno the kernel gives a removal (unlink,
+// unlinkat, rmdir: name, with arguments a) of directory p, which holds a
+// protected path, when it fails whatever the policy: EISDIR for an unlink,
+// ENOTEMPTY for an rmdir of a directory with entries; 0 when it would not
+// (it is then denied). p is read through the sandbox's root without
+// following a symlink; the answer is given, never the call continued, so
+// the directory changing afterwards changes nothing.
+func failsAnyway(rootfd int, p, name string, a [6]uint64) unix.Errno {
+	dir := true
+	switch name {
+	case "unlink":
+		dir = false
+	case "unlinkat":
+		dir = a[2]&unix.AT_REMOVEDIR != 0
+	}
+	fd, err := unix.Openat2(rootfd, resolve.Rel(p), &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	if !dir {
+		return unix.EISDIR
+	}
+	buf := make([]byte, 1024)
+	for {
+		k, err := unix.Getdents(fd, buf)
+		if err != nil || k <= 0 {
+			return 0 // empty (or unreadable): rmdir would succeed
+		}
+		if _, count, _ := unix.ParseDirent(buf[:k], 1, nil); count > 0 {
+			return unix.ENOTEMPTY // ParseDirent skips . and ..
+		}
+	}
 }
 
 func (n *Notifier) pinsProtected(p string) bool {

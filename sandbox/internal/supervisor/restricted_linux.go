@@ -29,20 +29,26 @@ type restrictedThread struct {
 	// ruleset is the command's Landlock ruleset (-1: none); read by the
 	// thread once, when it starts, while the notifier still holds it.
 	ruleset int
-	mu      sync.Mutex // held for each call
-	calls   chan restrictedCall
-	stopped bool
+	// sharedFS keeps the thread in the process's filesystem context, as
+	// on a host that refuses unshare(CLONE_FS) (tests).
+	sharedFS bool
+	mu       sync.Mutex // held for each call
+	calls    chan restrictedCall
+	stopped  bool
 }
 
 // restrictedCall is one call on the thread.
 type restrictedCall struct {
 	// fs: the call needs the thread's own umask and working directory
 	// (umask, and dirfd when not -1, are set first).
-	fs    bool
-	umask int
-	dirfd int
-	fn    func() error
-	done  chan error
+	fs bool
+	// orShared: without a filesystem context of its own, run fn all the
+	// same, told so (private false), rather than fail with EACCES.
+	orShared bool
+	umask    int
+	dirfd    int
+	fn       func(private bool) error
+	done     chan error
 }
 
 // do runs fn on the restricted thread and returns its error. With fs, the
@@ -52,6 +58,20 @@ type restrictedCall struct {
 // change). A thread that could not be restricted fails every call with
 // EACCES.
 func (r *restrictedThread) do(fs bool, umask, dirfd int, fn func() error) error {
+	return r.call(restrictedCall{fs: fs, umask: umask, dirfd: dirfd, fn: func(bool) error { return fn() }})
+}
+
+// doFS runs fn on the restricted thread with umask and dirfd (when not
+// -1) as its umask and working directory, private true, where the thread
+// has a filesystem context of its own. On a host that refuses
+// unshare(CLONE_FS) (Docker's default seccomp profile) fn runs with
+// neither, private false: it must name dirfd itself (/proc/self/fd) and
+// apply the umask itself.
+func (r *restrictedThread) doFS(umask, dirfd int, fn func(private bool) error) error {
+	return r.call(restrictedCall{fs: true, orShared: true, umask: umask, dirfd: dirfd, fn: fn})
+}
+
+func (r *restrictedThread) call(c restrictedCall) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
@@ -63,7 +83,7 @@ func (r *restrictedThread) do(fs bool, umask, dirfd int, fn func() error) error 
 		go r.serve(ready)
 		<-ready
 	}
-	c := restrictedCall{fs: fs, umask: umask, dirfd: dirfd, fn: fn, done: make(chan error, 1)}
+	c.done = make(chan error, 1)
 	r.calls <- c
 	return <-c.done
 }
@@ -88,9 +108,9 @@ func (r *restrictedThread) serve(ready chan<- struct{}) {
 		switch {
 		case err != nil:
 			c.done <- err
-		case c.fs && !privateFS:
+		case c.fs && !privateFS && !c.orShared:
 			c.done <- unix.EACCES
-		case c.fs:
+		case c.fs && privateFS:
 			unix.Umask(c.umask)
 			if c.dirfd >= 0 {
 				if e := unix.Fchdir(c.dirfd); e != nil {
@@ -98,10 +118,10 @@ func (r *restrictedThread) serve(ready chan<- struct{}) {
 					continue
 				}
 			}
-			c.done <- c.fn()
+			c.done <- c.fn(true)
 			unix.Chdir("/") // hold no directory of the sandbox between calls
 		default:
-			c.done <- c.fn()
+			c.done <- c.fn(false)
 		}
 	}
 }
@@ -110,7 +130,7 @@ func (r *restrictedThread) serve(ready chan<- struct{}) {
 // reports whether it got a filesystem context of its own; err is EACCES
 // when a restriction failed (the thread must then not be used).
 func (r *restrictedThread) restrict() (privateFS bool, err error) {
-	privateFS = unix.Unshare(unix.CLONE_FS) == nil
+	privateFS = !r.sharedFS && unix.Unshare(unix.CLONE_FS) == nil
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return privateFS, unix.EACCES
 	}

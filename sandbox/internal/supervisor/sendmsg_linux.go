@@ -20,6 +20,9 @@ import (
 // destination, data, control — checks a destination like connect's, takes
 // copies of the socket and of any SCM_RIGHTS fds with pidfd_getfd, and sends.
 // What the kernel then acts on is only what the supervisor read and checked.
+// Without pidfd_getfd (replace_linux.go) it can send only a datagram with a
+// destination, without control data, from an unbound socket: from a fresh
+// socket of its own; the rest is refused with a fact.
 
 // Limits on what one emulated message may carry.
 const (
@@ -95,12 +98,15 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 
 	var msg unix.Msghdr
 	var sa unix.RawSockaddrUnix
+	dest := false
+	canon := ""
 	if name != 0 && namelen > 0 {
-		pin, v, ok := n.destination(req, rule, name, namelen)
+		pin, c, v, ok := n.destination(req, rule, name, namelen)
 		if !ok {
 			return 0, v, false
 		}
 		defer unix.Close(pin)
+		dest, canon = true, c
 		sa.Family = unix.AF_UNIX
 		path := "/proc/self/fd/" + strconv.Itoa(pin)
 		for i := 0; i < len(path); i++ {
@@ -148,6 +154,12 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 		if err != nil {
 			return 0, verdict{errno: unix.EINVAL}, false
 		}
+		if n.nocopy && len(cmsgs) > 0 {
+			// SCM_RIGHTS would need copies of the descriptors, and
+			// SCM_CREDENTIALS naming the command's pid fails from the
+			// supervisor's socket.
+			return 0, n.unemulated(rule, canon, "", "control data, SCM_RIGHTS or SCM_CREDENTIALS, cannot be passed on for the command"), false
+		}
 		for _, c := range cmsgs {
 			if c.Header.Level == unix.SOL_SOCKET && c.Header.Type == unix.SCM_RIGHTS {
 				var fds []int
@@ -166,7 +178,17 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 		}
 	}
 
-	sfd, v, ok := targetFD(pid, sockfd, n.pending(req))
+	var sfd int
+	var v verdict
+	var ok bool
+	switch {
+	case !n.nocopy:
+		sfd, v, ok = targetFD(pid, sockfd, n.pending(req))
+	case dest:
+		sfd, v, ok = n.datagramSender(req, rule, sockfd, canon)
+	default:
+		return 0, n.unconnectedSend(req, rule, sockfd), false
+	}
 	if !ok {
 		return 0, v, false
 	}

@@ -29,7 +29,23 @@ import (
 // between the check and the kernel's delivery, its pid reused by a host
 // process meanwhile. pidfd_send_signal names its target by descriptor,
 // which the command could swap after the check: the supervisor sends that
-// one itself, through its own copy of the pidfd.
+// one itself, through its own copy of the pidfd — or, without pidfd_getfd,
+// through a pidfd of its own for the process the command's refers to
+// (pidfdSignalByInfo, replace_linux.go).
+
+// signalable reports whether the command may signal task id: one of the
+// sandbox's processes, but not the runner's keeper (SetKeeper), which must
+// outlive whatever the command does to keep its tree (the relay itself is
+// never inSandbox). From Landlock ABI 6 the runner puts the command in a
+// domain nested in theirs, whose signal scope keeps them out of reach the
+// same way.
+func (n *Notifier) signalable(id int) bool {
+	return n.inSandbox(id) && (n.keeper <= 0 || resolve.Tgid(id) != n.keeper)
+}
+
+// SetKeeper names the runner's inner keeper (without a pid namespace): the
+// command may not signal it.
+func (n *Notifier) SetKeeper(pid int) { n.keeper = pid }
 
 func (n *Notifier) signalVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
@@ -62,7 +78,7 @@ func (n *Notifier) signalVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict 
 		return allow() // EINVAL from the kernel
 	case who == tid || who == resolve.Tgid(tid):
 		return allow() // the caller itself (raise, abort, a runtime's preemption)
-	case n.inSandbox(who):
+	case n.signalable(who):
 		return allow()
 	}
 	return n.deny(rule, unix.EPERM, "", "pid "+strconv.Itoa(who))
@@ -76,6 +92,9 @@ func (n *Notifier) pidfdSignal(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		// A siginfo from the command's memory: not forwarded.
 		return n.deny(rule, unix.EPERM, "", "siginfo")
 	}
+	if n.nocopy {
+		return n.pidfdSignalByInfo(req, rule)
+	}
 	fd, v, ok := targetFD(int(req.Pid), int(int32(a[0])), n.pending(req))
 	if !ok {
 		return v
@@ -87,7 +106,7 @@ func (n *Notifier) pidfdSignal(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		// target the supervisor can vouch for.
 		return n.deny(rule, unix.EPERM, "", "fd "+strconv.Itoa(int(int32(a[0]))))
 	}
-	if pid <= 0 || !n.inSandbox(pid) {
+	if pid <= 0 || !n.signalable(pid) {
 		return n.deny(rule, unix.EPERM, "", "pid "+strconv.Itoa(pid))
 	}
 	_, _, e := unix.Syscall6(unix.SYS_PIDFD_SEND_SIGNAL, uintptr(fd), uintptr(int32(a[1])), 0, uintptr(uint32(a[3])), 0, 0)
