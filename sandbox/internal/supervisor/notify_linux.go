@@ -55,7 +55,7 @@ type Notifier struct {
 	// sandbox's processes (sched_linux.go).
 	relay      int
 	relayStart uint64
-	keeper     int // the runner's inner keeper, 0 with a pid namespace (SetKeeper)
+	keeper     int        // the runner's inner keeper, 0 with a pid namespace (SetKeeper)
 	own        ownSockets // socket files the sandbox bound
 	guard      OpenGuard  // what Landlock cannot stop in this run
 	egress     *Egress    // inet destinations under an allowlist, or nil
