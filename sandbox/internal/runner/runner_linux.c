@@ -900,12 +900,25 @@ static ssize_t blen_g;
 // keeper, which stay in the outer domain and must outlive whatever it does
 // (without a pid namespace they are visible to it and share its uid). The
 // supervisor keeps the keeper out of reach below ABI 6 (signal_linux.go).
+//
+// A layer that handles no filesystem right still takes part in Landlock's
+// check of a cross-directory link (which then fails with EXDEV): this one
+// handles LANDLOCK_ACCESS_FS_REFER and grants it beneath "/", so it leaves
+// links and renames to the outer layer.
 static void nest_signal_scope(void) {
+	const unsigned long long refer = 1ULL << 13; // LANDLOCK_ACCESS_FS_REFER
 	struct {
 		unsigned long long handled_access_fs, handled_access_net, scoped;
-	} attr = {0, 0, 1ULL << 1 /* LANDLOCK_SCOPE_SIGNAL */};
+	} attr = {refer, 0, 1ULL << 1 /* LANDLOCK_SCOPE_SIGNAL */};
 	int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
 	if (fd < 0) fail("landlock: signal scope: %s", strerror(errno));
+	struct {
+		unsigned long long allowed_access;
+		int parent_fd;
+	} __attribute__((packed)) pb = {.allowed_access = refer, .parent_fd = open("/", O_PATH | O_CLOEXEC)};
+	if (pb.parent_fd < 0 || syscall(SYS_landlock_add_rule, fd, 1 /* LANDLOCK_RULE_PATH_BENEATH */, &pb, 0) < 0)
+		fail("landlock: signal scope: %s", strerror(errno));
+	close(pb.parent_fd);
 	if (syscall(SYS_landlock_restrict_self, fd, 0) < 0) fail("landlock: signal scope: %s", strerror(errno));
 	close(fd);
 }
