@@ -40,11 +40,6 @@ const keyBytes = 32
 // keyName is the key file's name in StateDir.
 const keyName = "transaction.key"
 
-// ErrTampered is wrapped by the errors about a transaction directory that
-// was changed other than by the transaction's own commands: its document
-// does not verify, or its upper layer is not what the last command left.
-var ErrTampered = errors.New("transaction was changed outside its commands")
-
 // KeyFile returns the path of the key that seals transactions:
 // $XDG_STATE_HOME/dsh-sandbox/transaction.key when XDG_STATE_HOME is an
 // absolute path, else $HOME/.local/state/dsh-sandbox/transaction.key

@@ -46,6 +46,11 @@ const trashPrefix = ".dsh-tx-trash-"
 // committed or discarded.
 var ErrEnded = errors.New("transaction has ended")
 
+// ErrTampered is wrapped by the errors about a transaction directory that
+// was changed other than by the transaction's own commands: its document
+// does not verify, or its upper layer is not what the last command left.
+var ErrTampered = errors.New("transaction was changed outside its commands")
+
 // ErrUnsupported is returned where a transaction cannot be kept: off
 // Linux, or a transaction directory whose filesystem lacks what the
 // overlay's upper layer needs.
