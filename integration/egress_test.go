@@ -66,10 +66,38 @@ func forEachEgressConfig(t *testing.T, f func(t *testing.T, id identity, d *degr
 		for _, d := range egressConfigs() {
 			t.Run(configName(d), func(t *testing.T) {
 				wrap := d.prepare(t, id)
+				if slices.Contains(hostFilters[d], "pidfd_getfd") {
+					requireAllowlistRefused(t, id, wrap)
+					return
+				}
 				f(t, id, d, wrap, id.workspace(t))
 			})
 		}
 	})
+}
+
+// allowlistRefusal is the one line a host without pidfd_getfd (Docker's
+// default seccomp profile) answers an allowlist with: the supervisor cannot
+// connect the command's sockets to the proxy there.
+const allowlistRefusal = "dsh-sandbox-run: a network allowlist needs seccomp user notification with pidfd_getfd " +
+	"(Linux 5.9 or later, and a seccomp profile that allows pidfd_getfd: Docker's default allows it only with " +
+	"--cap-add SYS_PTRACE), which this host does not offer"
+
+// requireAllowlistRefused checks that an allowlist is refused before the
+// command starts, with allowlistRefusal and exit 125: on a host that cannot
+// route the command through the proxy nothing runs, with no network or with
+// all of it.
+func requireAllowlistRefused(t *testing.T, id identity, wrap []string) {
+	t.Helper()
+	ws := id.workspace(t)
+	r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws, "--allow-domain", "registry.test"),
+		Argv: bash("touch ran"), Dir: ws, Wrap: wrap, NoReport: true})
+	requireExit(t, r, 125)
+	if got := strings.TrimSpace(r.Stderr); got != allowlistRefusal {
+		t.Errorf("stderr = %q, want the one line %q", got, allowlistRefusal)
+	}
+	requireAbsent(t, filepath.Join(ws, "ran"))
+	t.Log("the allowlist is refused on this host (no pidfd_getfd), so the rest of this test has no subject")
 }
 
 func configName(d *degradation) string {

@@ -239,17 +239,21 @@ func TestUnixDatagramOutsideDenied(t *testing.T) {
 
 // TestUnixSendmsgInside: sendmsg keeps working inside the sandbox — to a
 // datagram socket in the workspace, with several buffers, and passing an fd
-// with SCM_RIGHTS over a socketpair — and records no denial.
+// with SCM_RIGHTS over a socketpair — and records no denial. A host without
+// pidfd_getfd refuses the SCM_RIGHTS part (TestDockerSocketDenials), so
+// there only the first part is the subject.
 func TestUnixSendmsgInside(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		ws := id.workspace(t)
 		script := `python3 - <<'EOF'
-import array, os, socket
+import array, os, socket, sys
 p = os.path.join(os.getcwd(), "in.sock")
 srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); srv.bind(p)
 cli = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 n = cli.sendmsg([b"da", b"ta"], [], 0, p)
 print(n, srv.recv(16).decode())
+if sys.argv[1:] == ["no-rights"]:
+    sys.exit(0)
 a, b = socket.socketpair()
 r, w = os.pipe()
 a.sendmsg([b"fd"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
@@ -258,10 +262,15 @@ fd = array.array("i", anc[0][2])[0]
 os.write(fd, b"passed")
 print(msg.decode(), os.read(r, 16).decode())
 EOF`
+		want := "4 data fd passed"
+		if noFDCopies() {
+			script = strings.Replace(script, "python3 -", "python3 - no-rights", 1)
+			want = "4 data"
+		}
 		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash(script), Dir: ws})
 		requireExit(t, r, 0)
-		if got := strings.Fields(r.Stdout); strings.Join(got, " ") != "4 data fd passed" {
-			t.Errorf("stdout = %q, want \"4 data\" and \"fd passed\"", r.Stdout)
+		if got := strings.Fields(r.Stdout); strings.Join(got, " ") != want {
+			t.Errorf("stdout = %q, want %q", r.Stdout, want)
 		}
 		requireNoDenials(t, r)
 	})

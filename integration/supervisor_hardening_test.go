@@ -23,6 +23,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
 // hangPy is the payload of the emulated-call tests: python3 hang.py CASE
@@ -195,17 +196,43 @@ type emulatedCase struct {
 	// prompt lists the prefixes of lines "PREFIX SECONDS" on stdout that
 	// must each say less than a second (scaled by testtime).
 	prompt []string
+	// rights: the case passes a descriptor with SCM_RIGHTS over a
+	// socketpair, which a host without pidfd_getfd refuses (noFDCopies).
+	rights bool
+}
+
+// rightsRefusal is the reason of the fact a host without pidfd_getfd
+// records for a sendmsg with control data: the supervisor would need copies
+// of the descriptors passed.
+const rightsRefusal = "no pidfd_getfd on this host: control data, SCM_RIGHTS or SCM_CREDENTIALS, cannot be passed on for the command"
+
+// noFDCopies says whether the simulated host refuses pidfd_getfd (Docker's
+// default profile): the supervisor then replaces sockets instead of copying
+// them, and refuses a sendmsg with control data with rightsRefusal.
+func noFDCopies() bool { return simulatedHostFilters("pidfd_getfd") }
+
+// requireRightsRefused checks a result whose command passed a descriptor
+// with SCM_RIGHTS on a host without pidfd_getfd: it failed at once with
+// EACCES, and the one fact says why.
+func requireRightsRefused(t *testing.T, r *sandbox.RunResult) {
+	t.Helper()
+	if r.TimedOut || r.ExitCode == 0 || !strings.Contains(r.Stderr.Text, "PermissionError") {
+		t.Errorf("timedOut=%v exit=%d stderr %q, want the sendmsg refused with EACCES", r.TimedOut, r.ExitCode, r.Stderr.Text)
+	}
+	if d := r.Sandbox.Denials; len(d) != 1 || d[0].Op != "send" || d[0].Syscall != "sendmsg" || d[0].Errno != "EACCES" || d[0].Reason != rightsRefusal {
+		t.Errorf("denials = %+v, want one send by sendmsg, EACCES, %q", d, rightsRefusal)
+	}
 }
 
 var emulatedCases = []emulatedCase{
-	{what: "sendmsg-rights", blocks: true},
+	{what: "sendmsg-rights", blocks: true, rights: true},
 	{what: "sendmmsg", listener: unix.SOCK_DGRAM, blocks: true},
 	{what: "sendto-full", listener: unix.SOCK_DGRAM, blocks: true},
 	{what: "connect-backlog", listener: unix.SOCK_STREAM, blocks: true},
-	{what: "interrupted", want: []string{"handler\ninterrupted\n"}},
-	{what: "nonblocking", listener: unix.SOCK_STREAM, want: []string{"EAGAIN\n", "sendmmsg (-1, 11)\n", "connect EAGAIN\n"}},
-	{what: "sndtimeo", listener: unix.SOCK_STREAM, want: []string{"sndtimeo (0, 300000)\n"}, prompt: []string{"send timeout", "connect timeout"}},
-	{what: "wakes", want: []string{"sent 1\n"}},
+	{what: "interrupted", want: []string{"handler\ninterrupted\n"}, rights: true},
+	{what: "nonblocking", listener: unix.SOCK_STREAM, want: []string{"EAGAIN\n", "sendmmsg (-1, 11)\n", "connect EAGAIN\n"}, rights: true},
+	{what: "sndtimeo", listener: unix.SOCK_STREAM, want: []string{"sndtimeo (0, 300000)\n"}, prompt: []string{"send timeout", "connect timeout"}, rights: true},
+	{what: "wakes", want: []string{"sent 1\n"}, rights: true},
 }
 
 // TestSupervisorEmulatedCallsBounded: connect, sendto, sendmsg and sendmmsg,
@@ -262,7 +289,9 @@ func TestSupervisorEmulatedCallsBounded(t *testing.T) {
 				out := hs[i].wait(t, 30*time.Second)
 				r := requireResult(t, out.Outcome)
 				requireConfined(t, r, strings.Split(c.name, "/")[0])
-				if meta[i].blocks {
+				if meta[i].rights && noFDCopies() {
+					requireRightsRefused(t, r)
+				} else if meta[i].blocks {
 					if !strings.Contains(r.Stdout.Text, "blocking") {
 						t.Errorf("the command never reached its blocking call (stdout %q, stderr %q): test precondition", r.Stdout.Text, r.Stderr.Text)
 					}
@@ -289,7 +318,7 @@ func TestSupervisorEmulatedCallsBounded(t *testing.T) {
 						t.Errorf("the command took %.0f ms, want a prompt end", out.ElapsedMs)
 					}
 				}
-				if len(r.Sandbox.Denials) != 0 {
+				if len(r.Sandbox.Denials) != 0 && !(meta[i].rights && noFDCopies()) {
 					t.Errorf("unexpected denials %+v", r.Sandbox.Denials)
 				}
 				if len(out.Survivors) > 0 {
@@ -301,21 +330,53 @@ func TestSupervisorEmulatedCallsBounded(t *testing.T) {
 	})
 }
 
+// requireRightsRefusedCLI checks dsh-sandbox-run's report and stderr for
+// the one refused sendmsg with control data (noFDCopies) of a mode's run.
+func requireRightsRefusedCLI(t *testing.T, r result, mode string) {
+	t.Helper()
+	rep := requireReport(t, r)
+	if d := rep.Denials; len(d) != 1 || d[0].Op != "send" || d[0].Syscall != "sendmsg" || d[0].Reason != rightsRefusal {
+		t.Errorf("denials = %+v, want one send by sendmsg, %q", d, rightsRefusal)
+	}
+	if line := fmt.Sprintf("%sdenied send sendmsg (%s mode, %s)", cliPrefix, mode, rightsRefusal); !hasLine(r.Stderr, line) {
+		t.Errorf("stderr lacks %q: %q", line, r.Stderr)
+	}
+}
+
 // TestSupervisorEmulatedCallsCLI: the reported case — dsh-sandbox-run whose
 // command (under timeout(1)) blocks itself in an emulated sendmsg — ends
 // with the command, and SIGTERM ends dsh-sandbox-run while such a call is
-// pending.
+// pending. Without pidfd_getfd (noFDCopies) that sendmsg is refused at once,
+// so the pending call is a sendto to a datagram socket of the command's own
+// that never reads, in workspace-write; read-only has no socket to bind
+// there, so no emulated call can wait, and the refusal is what is checked.
 func TestSupervisorEmulatedCallsCLI(t *testing.T) {
 	requireLandlock(t)
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		for _, mode := range confinedModes {
+			hang := func(ws string) []string { return []string{"python3", "hang.py", "sendmsg-rights"} }
+			if noFDCopies() {
+				if mode == "read-only" {
+					t.Run(mode+"/refused", func(t *testing.T) {
+						ws := id.workspace(t)
+						id.writeOwned(t, filepath.Join(ws, "hang.py"), hangPy, 0o644)
+						r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: hang(ws), Dir: ws, Timeout: 20 * time.Second})
+						requireExit(t, r, 1)
+						requireRightsRefusedCLI(t, r, mode)
+					})
+					continue
+				}
+				hang = func(ws string) []string {
+					return []string{"python3", "hang.py", "sendto-full", "own-dgram:" + filepath.Join(ws, "peer.sock")}
+				}
+			}
 			t.Run(mode+"/timeout", func(t *testing.T) {
 				ws := id.workspace(t)
 				id.writeOwned(t, filepath.Join(ws, "hang.py"), hangPy, 0o644)
 				// scaled: python3 must reach its blocking call before timeout(1) fires
 				after := testtime.Scale(2 * time.Second)
 				t0 := time.Now()
-				r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: []string{"timeout", strconv.FormatFloat(after.Seconds(), 'f', -1, 64), "python3", "hang.py", "sendmsg-rights"},
+				r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: append([]string{"timeout", strconv.FormatFloat(after.Seconds(), 'f', -1, 64)}, hang(ws)...),
 					Dir: ws, Timeout: 20 * time.Second})
 				requireExit(t, r, 124)
 				if !strings.Contains(r.Stdout, "blocking") {
@@ -329,7 +390,11 @@ func TestSupervisorEmulatedCallsCLI(t *testing.T) {
 				ws := id.workspace(t)
 				id.writeOwned(t, filepath.Join(ws, "hang.py"), hangPy, 0o644)
 				tag := taggedNonce(t)
-				s := id.start(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: []string{"python3", "hang.py", "sendmsg-rights", "", tag}, Dir: ws})
+				argv := hang(ws)
+				if len(argv) == 3 {
+					argv = append(argv, "")
+				}
+				s := id.start(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: append(argv, tag), Dir: ws})
 				if err := waitOutput(s, "blocking", 10*time.Second); err != nil {
 					t.Fatal(err)
 				}

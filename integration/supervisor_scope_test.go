@@ -116,6 +116,11 @@ c = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); c.bind("c.sock")
 c.sendto(b"dgram", "d.sock"); print(d.recvfrom(16)[0].decode())
 print(oct(os.stat(p).st_mode & 0o777))
 EOF`
+			if noFDCopies() {
+				// A bound datagram socket cannot send there
+				// (TestDockerSocketDenials): an unbound one does.
+				script = strings.Replace(script, `c.bind("c.sock")`, "pass", 1)
+			}
 			r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash("umask 027; " + script), Dir: ws})
 			requireExit(t, r, 0)
 			if got := strings.Join(strings.Fields(r.Stdout), " "); got != "ping ping ping dgram 0o750" {

@@ -911,15 +911,15 @@ static void nest_signal_scope(void) {
 		unsigned long long handled_access_fs, handled_access_net, scoped;
 	} attr = {refer, 0, 1ULL << 1 /* LANDLOCK_SCOPE_SIGNAL */};
 	int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
-	if (fd < 0) fail("landlock: signal scope: %s", strerror(errno));
+	if (fd < 0) fail_sys("landlock: signal scope", errno);
 	struct {
 		unsigned long long allowed_access;
 		int parent_fd;
 	} __attribute__((packed)) pb = {.allowed_access = refer, .parent_fd = open("/", O_PATH | O_CLOEXEC)};
 	if (pb.parent_fd < 0 || syscall(SYS_landlock_add_rule, fd, 1 /* LANDLOCK_RULE_PATH_BENEATH */, &pb, 0) < 0)
-		fail("landlock: signal scope: %s", strerror(errno));
+		fail_sys("landlock: signal scope", errno);
 	close(pb.parent_fd);
-	if (syscall(SYS_landlock_restrict_self, fd, 0) < 0) fail("landlock: signal scope: %s", strerror(errno));
+	if (syscall(SYS_landlock_restrict_self, fd, 0) < 0) fail_sys("landlock: signal scope", errno);
 	close(fd);
 }
 
