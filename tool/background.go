@@ -55,7 +55,7 @@ func (h *taskHandle) Read() string {
 		parts = append(parts, LossyNotice(d.SpillPaths))
 	}
 	if res != nil {
-		parts = append(parts, sandboxMarkers(res.Sandbox, h.confines)...)
+		parts = append(parts, sandboxMarkers(res, h.confines)...)
 		h.end, h.p = outcomeOf(res), nil
 	}
 	return strings.Join(parts, "\n")

@@ -118,14 +118,21 @@ func TestBackgroundStartReadWait(t *testing.T) {
 func TestBackgroundDenialAfterSettle(t *testing.T) {
 	f := newBackground(t, 0)
 	target := filepath.Join(outsideDir(t), "denied")
-	r := f.start(f.s1, fmt.Sprintf("echo x > %s; echo done", target), "Write outside the workspace")
+	r := f.start(f.s1, fmt.Sprintf("echo x > %s; echo done; exit 3", target), "Write outside the workspace")
 	require.False(t, r.IsError, r.Text)
 	o := f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1", "wait": true})
 	assert.Contains(t, o.Text, "done\n[stderr]\n")
-	assert.True(t, strings.HasSuffix(o.Text, "\n[sandbox: file access denied under workspace-write mode]\n"+EscalationHint+"\n[status: completed, exit code: 0]"), o.Text)
+	assert.True(t, strings.HasSuffix(o.Text, "\n[sandbox: file access denied under workspace-write mode]\n"+EscalationHint+"\n[status: completed, exit code: 3]"), o.Text)
 	assert.NoFileExists(t, target)
 	// The marker is reported once.
-	assert.Equal(t, "(no new output)\n[status: completed, exit code: 0]", f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1"}).Text)
+	assert.Equal(t, "(no new output)\n[status: completed, exit code: 3]", f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1"}).Text)
+
+	// A task that succeeded despite a denial gets the quiet note only.
+	r = f.start(f.s1, fmt.Sprintf("{ echo x > %s; } 2>/dev/null; echo done", target), "Survive a denial")
+	require.False(t, r.IsError, r.Text)
+	o = f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-2", "wait": true})
+	assert.Equal(t, "done\n"+SurvivedDenialNote+"\n[status: completed, exit code: 0]", o.Text)
+	assert.NoFileExists(t, target)
 }
 
 func TestBackgroundKillAndNotice(t *testing.T) {

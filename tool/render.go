@@ -132,14 +132,31 @@ func stream(o sandbox.Output) string {
 	return s
 }
 
+// SurvivedDenialNote is the one quiet line of a command that succeeded
+// although the sandbox denied some of its calls (a cache it could not
+// write, an update check): the denials are in the result's facts, but a
+// marker and the escalation hint there would teach a model to escalate a
+// command that worked.
+const SurvivedDenialNote = "[sandbox: some calls were denied; the command succeeded without them]"
+
+// failed says whether a result is one a denial may have caused: a non-zero
+// exit, a signal, the timer or an abort.
+func failed(r *sandbox.RunResult) bool {
+	return r.ExitCode != 0 || r.Signal != "" || r.TimedOut || r.Killed || r.Aborted
+}
+
 // sandboxMarkers are the denial (or runner failure) lines of a result: a
 // runner failure outranks a denial; the file denial marker comes before the
 // network one; the destinations the network allowlist refused follow them;
-// the escalation hint follows them only when the executor confines.
-func sandboxMarkers(f sandbox.Facts, confines bool) []string {
+// the escalation hint follows them only when the executor confines. A
+// result that did not fail gets only SurvivedDenialNote.
+func sandboxMarkers(r *sandbox.RunResult, confines bool) []string {
+	f := r.Sandbox
 	switch {
 	case f.RunnerFailed:
 		return []string{RunnerFailureMarker(f.Mode)}
+	case f.Denied && !failed(r):
+		return []string{SurvivedDenialNote}
 	case f.Denied:
 		lines := denialMarkers(f)
 		if dests := refusedDestinations(f.Denials); len(dests) > 0 {
@@ -167,7 +184,7 @@ func RenderForeground(r *sandbox.RunResult, confines bool) string {
 	if len(parts) == 0 {
 		parts = append(parts, noOutput)
 	}
-	parts = append(parts, sandboxMarkers(r.Sandbox, confines)...)
+	parts = append(parts, sandboxMarkers(r, confines)...)
 	if r.TimedOut {
 		parts = append(parts, TimeoutMarker(r.TimeoutMs))
 	}

@@ -29,6 +29,13 @@ func TestRenderForeground(t *testing.T) {
 			"[stderr]\ntail\n[output truncated; full output: (unavailable)]"},
 		{"denied, confining executor: hint", sandbox.RunResult{Stderr: sandbox.Output{Text: "bash: /etc/x: Permission denied\n"}, ExitCode: 1, Sandbox: denied}, true,
 			"[stderr]\nbash: /etc/x: Permission denied\n[sandbox: file access denied under read-only mode]\n" + EscalationHint + "\n[exit code: 1]"},
+		{"denied, but the command succeeded: the quiet note only", sandbox.RunResult{Stdout: sandbox.Output{Text: "ok\n"}, Sandbox: denied}, true,
+			"ok\n" + SurvivedDenialNote},
+		{"denied, succeeded, network denial: the quiet note only", sandbox.RunResult{Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, Denials: []sandbox.Denial{
+			{Op: "socket", Address: "AF_INET", Syscall: "socket"},
+		}}}, true, "(no output)\n" + SurvivedDenialNote},
+		{"denied, killed by a signal: markers", sandbox.RunResult{Signal: "SIGSEGV", Sandbox: denied}, true,
+			"(no output)\n[sandbox: file access denied under read-only mode]\n" + EscalationHint + "\n[killed by signal: SIGSEGV]"},
 		{"denied, non-confining executor: no hint", sandbox.RunResult{ExitCode: 1, Sandbox: denied}, false,
 			"(no output)\n[sandbox: file access denied under read-only mode]\n[exit code: 1]"},
 		{"timeout then signal last", sandbox.RunResult{TimedOut: true, TimeoutMs: 300, Signal: "SIGTERM", ExitCode: 143}, true,
