@@ -186,8 +186,16 @@ func TestNoMountViewRefusesTruncationAndIoctlOpens(t *testing.T) {
 							t.Errorf("missing = %v lists truncate", rep.Enforcement.Missing)
 						}
 						got := probeResults(r.Stdout)
+						// A truncation outside the roots that the guard
+						// does not refuse from its registers (ABI 3 on)
+						// reaches the supervisor, which answers as a
+						// read-only mount would; without one, Landlock.
+						outsideTrunc := "EROFS"
+						if abi < 3 || !h.notify {
+							outsideTrunc = "EACCES"
+						}
 						want := map[string]string{
-							"truncate": "EACCES", "open-rdonly-trunc": "EACCES", "openat-rdonly-trunc": "EACCES",
+							"truncate": outsideTrunc, "open-rdonly-trunc": outsideTrunc, "openat-rdonly-trunc": outsideTrunc,
 							"openat-ioctl-trunc": "EACCES", "open-ioctl": "EACCES", "openat-ioctl": "EACCES",
 							"ioctl-tty": "EACCES", "ioctl-null": "EACCES", "openat2": "ENOSYS", "openat2-ws": "ENOSYS",
 						}

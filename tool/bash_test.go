@@ -190,7 +190,7 @@ func TestEscalationAllowedOnce(t *testing.T) {
 	// mode to which, why, and what the sandbox denied the last time.
 	got := ap.last
 	require.NotEmpty(t, got.Denials, "the facts of the denied call")
-	assert.Contains(t, got.Denials, sandbox.Denial{Op: "write", Path: target, Syscall: got.Denials[0].Syscall, Errno: "EACCES", Count: 1})
+	assert.Contains(t, got.Denials, sandbox.Denial{Op: "write", Path: target, Syscall: got.Denials[0].Syscall, Errno: "EROFS", Count: 1})
 	got.Denials = nil
 	assert.Equal(t, ApprovalRequest{Agent: c.Agent, Tool: "bash", CallID: "call-7",
 		Reason:  "escalate sandbox to workspace-write: The test needs its output file.",

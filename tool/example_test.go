@@ -41,7 +41,7 @@ func ExampleBash_Call() {
 	fmt.Printf("note.txt: %q\n", b)
 	// Output:
 	// [stderr]
-	// bash: line 1: note.txt: Permission denied
+	// bash: line 1: note.txt: Read-only file system
 	// [sandbox: file access denied under read-only mode]
 	// [sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]
 	// [exit code: 1]

@@ -154,8 +154,11 @@ func (n *Notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint6
 		// No such socket: an ordinary failure, not a denial.
 		return -1, "", errnoVerdict(err, 0), false
 	}
-	if modes.Within(canon, "/proc") || !n.policy.Writable(canon) {
+	if modes.Within(canon, "/proc") {
 		return -1, "", n.deny(rule, unix.EACCES, canon, ""), false
+	}
+	if !n.policy.Writable(canon) {
+		return -1, "", n.hostSocket(rule, canon, &st), false
 	}
 	pin, err = unix.Openat2(t.RootFD, resolve.Rel(canon), &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
@@ -176,9 +179,23 @@ func (n *Notifier) destination(req *seccomp.Notif, rule seccomp.Rule, addr uint6
 		// listener in a writable root (an ssh-agent under /tmp), under its
 		// own name, a hard link or a renamed one (bind_linux.go).
 		unix.Close(pin)
-		return -1, "", n.deny(rule, unix.EACCES, canon, ""), false
+		return -1, "", n.hostSocket(rule, canon, &st), false
 	}
 	return pin, canon, verdict{}, true
+}
+
+// hostSocket refuses a destination that is not the sandbox's own socket:
+// a denial (EACCES) when something is bound to it, else the kernel's
+// ECONNREFUSED of a stale socket file (a daemon's, left by an earlier
+// run), which is not a denial: a tool that restarts its daemon on
+// ECONNREFUSED does so. It fails closed: unsure is a denial.
+func (n *Notifier) hostSocket(rule seccomp.Rule, canon string, st *unix.Stat_t) verdict {
+	if st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+		if bound, err := boundAt(st); err == nil && !bound {
+			return verdict{errno: unix.ECONNREFUSED}
+		}
+	}
+	return n.deny(rule, unix.EACCES, canon, "")
 }
 
 // targetFD takes a copy of fd from the process of thread tid with
@@ -240,4 +257,80 @@ func inetAddress(b []byte) string {
 		return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:4])).String()
 	}
 	return fmt.Sprintf("family %d", fam)
+}
+
+// boundAt says whether a unix socket of the supervisor's network namespace
+// is bound to the socket file st (the kernel's dev_t and inode, from
+// unix_diag's UDIAG_SHOW_VFS): a socket file nothing is bound to is a stale
+// one, where the kernel answers connect and sendto with ECONNREFUSED. A
+// socket bound in another network namespace is not seen (the caller then
+// answers ECONNREFUSED, still a refusal). unix_diag keeps 32 bits of the
+// inode: a collision reads as bound, a denial. An error means it cannot
+// tell.
+func boundAt(st *unix.Stat_t) (bool, error) {
+	const (
+		udiagShowVFS = 2
+		unixDiagVFS  = 1
+	)
+	nl, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(nl)
+	// The kernel answers a dump at once; the bound is for a kernel that
+	// would not: the supervisor never waits on the command's behalf.
+	if err := unix.SetsockoptTimeval(nl, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 1}); err != nil {
+		return false, err
+	}
+	le := binary.LittleEndian
+	req := make([]byte, 16+24)
+	le.PutUint32(req[0:], uint32(len(req)))
+	le.PutUint16(req[4:], unix.SOCK_DIAG_BY_FAMILY)
+	le.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	le.PutUint32(req[8:], 1)
+	req[16] = unix.AF_UNIX
+	le.PutUint32(req[20:], ^uint32(0)) // every state
+	le.PutUint32(req[28:], udiagShowVFS)
+	le.PutUint32(req[32:], ^uint32(0))
+	le.PutUint32(req[36:], ^uint32(0))
+	if err := unix.Sendto(nl, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return false, err
+	}
+	// The kernel's dev_t: major in the high 12 bits, minor in the low 20.
+	dev := uint32(unix.Major(st.Dev))<<20 | uint32(unix.Minor(st.Dev))
+	buf := make([]byte, 32<<10)
+	for {
+		m, _, err := unix.Recvfrom(nl, buf, 0)
+		if err != nil {
+			return false, err
+		}
+		for b := buf[:m]; len(b) >= 16; {
+			l := int(le.Uint32(b))
+			if l < 16 || l > len(b) {
+				return false, unix.EPROTO
+			}
+			switch le.Uint16(b[4:]) {
+			case unix.NLMSG_DONE:
+				return false, nil
+			case unix.NLMSG_ERROR:
+				return false, unix.EPROTO
+			case unix.SOCK_DIAG_BY_FAMILY:
+				if l < 32 {
+					return false, unix.EPROTO
+				}
+				found := false
+				if err := eachAttr(b[32:l], func(typ uint16, val []byte) {
+					if typ == unixDiagVFS && len(val) >= 8 && le.Uint32(val) == uint32(st.Ino) && le.Uint32(val[4:]) == dev {
+						found = true
+					}
+				}); err != nil {
+					return false, err
+				}
+				if found {
+					return true, nil
+				}
+			}
+			b = b[min((l+3)&^3, len(b)):]
+		}
+	}
 }

@@ -402,11 +402,13 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	a := req.Args
 	cwd := int32(unix.AT_FDCWD)
 	var args []pathArg
+	var flags uint64 // of the open family
 	errno := rule.Errno
 	switch rule.Name {
 	case "open", "openat", "openat2", "creat":
 		var dirfd int32 = cwd
-		addr, flags := a[0], a[1]
+		var addr uint64
+		addr, flags = a[0], a[1]
 		switch rule.Name {
 		case "openat":
 			dirfd, addr, flags = int32(a[0]), a[1], a[2]
@@ -475,7 +477,7 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			if mountplan.ProcGlobal(resolved[i]) {
 				// sysctls, sysrq-trigger, irq affinities: the kernel's
 				// global state (the mount view binds them read-only).
-				return n.deny(rule, errno, resolved[i], "")
+				return n.deny(rule, unix.EROFS, resolved[i], "")
 			}
 			return allow() // the command's own /proc/PID files
 		}
@@ -484,7 +486,7 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		// link(old, new): the new name must be writable, and the old file
 		// must be too, or the link would grant write access to it.
 		if !n.policy.Writable(resolved[1]) {
-			return n.deny(rule, errno, resolved[1], "")
+			return n.refuse(t.RootFD, rule, resolved[1], "", flags)
 		}
 		if !n.policy.Writable(resolved[0]) {
 			return n.deny(rule, unix.EXDEV, resolved[0], "")
@@ -493,7 +495,10 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		return allow()
 	}
 	for _, p := range resolved {
-		if !n.policy.Writable(p) || n.otherTerminal(t, p) {
+		if !n.policy.Writable(p) {
+			return n.refuse(t.RootFD, rule, p, resolved[0], flags)
+		}
+		if n.otherTerminal(t, p) {
 			return n.deny(rule, errno, p, "")
 		}
 		// Removing or renaming an ancestor of a protected path would let
@@ -521,6 +526,24 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		n.changes.Touch(t.RootFD, p)
 	}
 	return allow()
+}
+
+// refuse answers a write-like call on p, a path the policy does not let the
+// command write: outside the writable roots as a read-only mount would
+// (readOnlyAnswer: EROFS is a denial, the rest are not), inside them (a
+// protected path) with the rule's errno and a fact. src: see readOnlyAnswer.
+func (n *Notifier) refuse(rootfd int, rule seccomp.Rule, p, src string, flags uint64) verdict {
+	if !outsideRoots(n.policy, p) {
+		return n.deny(rule, rule.Errno, p, "")
+	}
+	errno, denial, cont := readOnlyAnswer(rootfd, rule.Name, p, src, flags)
+	switch {
+	case cont:
+		return allow()
+	case denial:
+		return n.deny(rule, errno, p, "")
+	}
+	return verdict{errno: errno}
 }
 
 // chmodVerdict lets a change of mode through, recording its path as a

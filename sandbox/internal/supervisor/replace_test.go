@@ -292,10 +292,16 @@ func TestSocketsNoCopyRefusals(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(sa.(*unix.SockaddrUnix).Name, "@"), "autobind: an abstract name")
 
+	// A connect is answered from a goroutine, which adds its fact once the
+	// answer is sent: the thread may read the log first.
 	byTarget := map[string][]facts.Denial{}
-	for _, d := range log.List() {
-		byTarget[d.Op+" "+d.Target()] = append(byTarget[d.Op+" "+d.Target()], d)
-	}
+	assert.Eventually(t, func() bool {
+		clear(byTarget)
+		for _, d := range log.List() {
+			byTarget[d.Op+" "+d.Target()] = append(byTarget[d.Op+" "+d.Target()], d)
+		}
+		return len(byTarget["connect "+hostPath]) > 0
+	}, 5*time.Second, 5*time.Millisecond, "the fact of the host connect")
 	for _, key := range []string{"connect " + srvPath, "send " + srvPath, "send fd " + strconv.Itoa(fresh)} {
 		ds := byTarget[key]
 		if assert.NotEmpty(t, ds, "a fact for %s: %+v", key, log.List()) {
