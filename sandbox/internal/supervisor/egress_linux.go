@@ -66,12 +66,26 @@ func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict
 	}
 	if n.egress.NetNS {
 		// The namespace's loopback (and the stub resolver's addresses on
-		// it) are the sandbox's own: whatever the command makes of the
-		// address after this read, the kernel can take it nowhere else.
-		if n.egress.local(dest) {
-			return allow(), true
+		// it) are the sandbox's own. Still the supervisor connects its
+		// copy of the socket itself rather than letting the call
+		// continue: in between, the command could dup2 a unix socket onto
+		// the descriptor and rewrite the address to a host socket's path.
+		if !n.egress.local(dest) {
+			return refuse(), true
 		}
-		return refuse(), true
+		sfd, dom, v, ok := n.targetSocket(req, int(int32(a[0])))
+		if !ok {
+			return v, true
+		}
+		defer unix.Close(sfd)
+		if dom != unix.AF_INET && dom != unix.AF_INET6 {
+			return verdict{errno: unix.EINVAL}, true // no longer the inet socket the address was for
+		}
+		bl, err := n.newBlocking(req, sfd)
+		if err != nil {
+			return errnoVerdict(err, 0), true
+		}
+		return errnoVerdict(bl.connect(inetSockaddr(fam, dest)), 0), true
 	}
 	toProxy := dest == n.egress.Proxy
 	if !toProxy && !slices.Contains(n.egress.Hosts, dest) {
@@ -89,12 +103,7 @@ func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict
 	if typ, err := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_STREAM {
 		return refuse(), true
 	}
-	var sa unix.Sockaddr
-	if fam == unix.AF_INET {
-		sa = &unix.SockaddrInet4{Port: int(dest.Port()), Addr: dest.Addr().As4()}
-	} else {
-		sa = &unix.SockaddrInet6{Port: int(dest.Port()), Addr: dest.Addr().As16()} // ::ffff:a.b.c.d for IPv4
-	}
+	sa := inetSockaddr(fam, dest)
 	if toProxy && n.egress.Connecting != nil {
 		port, err := boundPort(sfd, fam)
 		if err != nil {
@@ -107,6 +116,14 @@ func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict
 		return errnoVerdict(err, 0), true
 	}
 	return errnoVerdict(bl.connect(sa), 0), true
+}
+
+// inetSockaddr is dest as a socket address of family fam.
+func inetSockaddr(fam uint16, dest netip.AddrPort) unix.Sockaddr {
+	if fam == unix.AF_INET {
+		return &unix.SockaddrInet4{Port: int(dest.Port()), Addr: dest.Addr().As4()}
+	}
+	return &unix.SockaddrInet6{Port: int(dest.Port()), Addr: dest.Addr().As16()} // ::ffff:a.b.c.d for IPv4
 }
 
 // boundPort binds an unbound inet socket to an ephemeral loopback port
@@ -259,12 +276,41 @@ func (n *Notifier) sendtoInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict,
 		return verdict{}, false
 	}
 	dest := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	if n.egress.NetNS && n.egress.local(dest) {
-		return allow(), true
+	if !n.egress.NetNS || !n.egress.local(dest) {
+		v = n.deny(rule, unix.EACCES, "", dest.String())
+		v.fact.Reason = reasonEgress
+		return v, true
 	}
-	v = n.deny(rule, unix.EACCES, "", dest.String())
-	v.fact.Reason = reasonEgress
-	return v, true
+	// Sent from the supervisor's copy of the socket, with the bytes read
+	// once: a continued call could be raced (connectInet).
+	size := int(a[2])
+	if size < 0 || size > maxDatagram {
+		return verdict{errno: unix.EMSGSIZE}, true
+	}
+	var data []byte
+	if size > 0 {
+		var err error
+		if data, err = resolve.ReadBytes(int(req.Pid), a[1], size); err != nil {
+			return verdict{errno: unix.EFAULT}, true
+		}
+	}
+	sfd, dom, v, ok := n.targetSocket(req, int(int32(a[0])))
+	if !ok {
+		return v, true
+	}
+	defer unix.Close(sfd)
+	if dom != unix.AF_INET && dom != unix.AF_INET6 {
+		return verdict{errno: unix.EINVAL}, true
+	}
+	bl, err := n.newBlocking(req, sfd)
+	if err != nil {
+		return errnoVerdict(err, 0), true
+	}
+	to := inetSockaddr(binary.LittleEndian.Uint16(b), dest)
+	sent, err := bl.send(int(int32(a[3])), true, func(flags int) (int, error) {
+		return unix.SendmsgN(sfd, data, nil, to, flags)
+	})
+	return errnoVerdict(err, uint64(sent)), true
 }
 
 // readSockaddr reads the socket address of length alen at addr from the
