@@ -338,7 +338,7 @@ func TestDegradedSimulationBlocksUserNS(t *testing.T) {
 // modes still run, still deny writes outside the roots and the network, and
 // the probe and report say partial.
 func TestDegradedStillConfined(t *testing.T) {
-	for _, d := range []degradation{degradedNoUserNS, degradedNoLandlock, degradedAppArmor, degradedUserNSOnly} {
+	for _, d := range []*degradation{&degradedNoUserNS, &degradedNoLandlock, &degradedAppArmor, &degradedUserNSOnly} {
 		t.Run(d.name, func(t *testing.T) {
 			forEachIdentity(t, func(t *testing.T, id identity) {
 				d.need(t, id)
@@ -404,14 +404,14 @@ func TestDegradedStillConfined(t *testing.T) {
 						})
 					}
 					t.Run(mode+"/network denied", func(t *testing.T) {
-						l := tcpListener(t, "tcp4", "127.0.0.1:0")
+						l := tcpListener(t, "tcp4", "127.0.0.1:0", d)
 						ws := id.workspace(t)
 						r := id.run(t, runOpts{Wrap: d.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash(l.script), Dir: ws})
 						requireFailed(t, r)
 						if l.saw(300 * time.Millisecond) {
 							t.Errorf("the listener got a connection")
 						}
-						requireDenial(t, r, mode, "socket", "AF_INET")
+						requireDenial(t, r, mode, l.op, l.target)
 					})
 					t.Run(mode+"/no survivor after SIGKILL", func(t *testing.T) {
 						sigkillNoSurvivor(t, id, mode, d.wrap())

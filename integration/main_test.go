@@ -621,7 +621,8 @@ func requireDenial(t *testing.T, r result, mode, op string, targets ...string) {
 					t.Errorf("denial %v lacks errno or syscall", d)
 				}
 				line := fmt.Sprintf("%sdenied %s %s (%s mode)", cliPrefix, op, tg, mode)
-				if !hasLine(r.Stderr, line) {
+				withReason := strings.TrimSuffix(line, ")") + ", " + d.Reason + ")"
+				if !hasLine(r.Stderr, line) && (d.Reason == "" || !hasLine(r.Stderr, withReason)) {
 					t.Errorf("stderr lacks the denial line %q; stderr=%q", line, r.Stderr)
 				}
 				return

@@ -355,6 +355,10 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				}
 				n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1, Proxy: eg.proxy, Hosts: eg.hosts, DNS: eg.dns,
 					Connecting: func(port uint16) { c.Proxy.expectFrom(port, eg) }})
+			} else if c.prep.filterFor(m.MountView == 1).Inet {
+				// The network is off and the command may have a loopback
+				// of its own: only there, and only in its net namespace.
+				n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1})
 			}
 			if !c.prep.getfd {
 				// No pidfd_getfd here (Docker's default seccomp

@@ -102,7 +102,7 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 		// writes to the protected paths, and the mount view may be missing
 		// too: Landlock leaves them out of the writable roots instead.
 		carve := !prep.notify
-		derived := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts})
+		derived := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts, OwnLoopback: ownLoopback(p, prep.notify)})
 		rs, err := derived.Build()
 		if err != nil {
 			return nil, err
@@ -134,6 +134,9 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 	// supervisor performs them (seccomp.Spec.Metadata), at the cost of a
 	// notification each; with a view that cost is not paid.
 	prep.filter = filterSpec(p, prep.notify, abi, abiErr == nil, false)
+	// With the mount view the command has a net namespace of its own too
+	// (the same user namespace gives both): its loopback is its own.
+	prep.filter.Inet = prep.filter.Inet || ownLoopback(p, prep.notify)
 	bpf, err := seccomp.Program(prep.filter)
 	if err != nil {
 		prep.close()
@@ -214,6 +217,16 @@ func filterSpec(p modes.Policy, notify bool, abi int, landlockOK, metadata bool)
 	// them (internal/supervisor, signal_linux.go).
 	s.Signals = notify && abi < 6
 	return s
+}
+
+// ownLoopback says whether a command under p, with the network off and no
+// allowlist, gets inet sockets on a loopback of its own when it runs in a
+// net namespace: the supervisor (user notification) binds and connects
+// them, to the namespace's loopback only (supervisor.Egress without a
+// proxy); a runner without the namespace loads the filter that refuses
+// inet sockets, or meets a supervisor that refuses their connects.
+func ownLoopback(p modes.Policy, notify bool) bool {
+	return notify && !p.Network && p.Allowlist == nil && p.Mode.Confines()
 }
 
 // effectiveABI is the kernel's Landlock ABI, capped at maxABI when that is

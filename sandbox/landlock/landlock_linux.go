@@ -136,6 +136,11 @@ type Options struct {
 	// allowlist's loopback hosts'. Landlock checks ports only, not
 	// addresses; the supervisor checks the address.
 	ConnectTCP []uint16
+	// OwnLoopback leaves TCP and UDP ports unhandled while the network is
+	// off: the command is expected in a net namespace of its own, whose
+	// only interface is its loopback (servers, tests), and the supervisor
+	// performs its binds and connects (the filter's seccomp.Spec.Inet).
+	OwnLoopback bool
 }
 
 // Carved returns the protected paths of p that CarveProtected leaves out of
@@ -203,11 +208,11 @@ func ForABI(p modes.Policy, v int) Ruleset { return ForABIWith(p, v, Options{}) 
 func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 	rs := Ruleset{features: FeaturesOf(v), handledFS: handledFS(v)}
 	if !p.Network {
-		if v >= 4 {
+		if v >= 4 && !o.OwnLoopback {
 			rs.handledNet |= unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
 			rs.netPorts = o.ConnectTCP
 		}
-		if v >= 10 {
+		if v >= 10 && !o.OwnLoopback {
 			rs.handledNet |= accessNetBindUDP | accessNetConnectSendUDP
 		}
 		if v >= 6 {

@@ -1117,6 +1117,22 @@ static int stub_socket(char *a) {
 	return u;
 }
 
+// loopback_up brings up the loopback of the command's net namespace (its
+// only interface): the command's own servers and the egress proxy's
+// listeners live there.
+static void loopback_up(void) {
+	if (!ns_net) return;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0) fail_sys("socket", errno);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) fail("read the flags of the sandbox's loopback: %s", strerror(errno));
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) fail("bring up the sandbox's loopback: %s", strerror(errno));
+	close(s);
+}
+
 // egress_listeners is step 0b, in a net namespace of the runner's own under
 // a network allowlist: it brings the namespace's loopback up and listens on
 // each address of the spec's "egress" list (comma-separated, "a.b.c.d:port"
@@ -1130,15 +1146,6 @@ static int stub_socket(char *a) {
 static void egress_listeners(void) {
 	const char *list = opt_str("egress");
 	if (!list[0] || !ns_net) return;
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0) fail_sys("socket", errno);
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof ifr);
-	strcpy(ifr.ifr_name, "lo");
-	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) fail("egress: read the flags of the sandbox's loopback: %s", strerror(errno));
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) fail("egress: bring up the sandbox's loopback: %s", strerror(errno));
-	close(s);
 	char buf[4096];
 	if (strlen(list) >= sizeof buf) fail("egress: listener list too long");
 	strcpy(buf, list);
@@ -1207,6 +1214,7 @@ static void runner_main(char **argv) {
 		if (opt("landlock") && ruleset < 0) fail("runner: no Landlock ruleset");
 		// 0. Namespaces.
 		if (opt("userns")) setup_namespaces(opt("netns"));
+		loopback_up();
 		egress_listeners();
 		// 1. Mount view.
 		if (ns_mount) {

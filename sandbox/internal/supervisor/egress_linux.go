@@ -4,8 +4,12 @@ package supervisor
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -42,6 +46,22 @@ func (n *Notifier) SetEgress(e *Egress) { n.egress = e }
 // reasonEgress is the reason of a refused inet connect under an allowlist.
 const reasonEgress = "only the egress proxy is reachable: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY"
 
+// reasonNetworkOff is the reason of a refused inet connect or send with the
+// network off and no allowlist.
+const reasonNetworkOff = "the network is off: only the sandbox's own loopback is reachable"
+
+// reasonOwnLoopback is the reason of a loopback connect that found no
+// listener in the sandbox's net namespace where the host has one.
+const reasonOwnLoopback = "the sandbox's loopback is its own: the host's listener on this port is out of reach"
+
+// reason is the reason of a refused inet destination.
+func (e *Egress) reason() string {
+	if e.Proxy.IsValid() {
+		return reasonEgress
+	}
+	return reasonNetworkOff
+}
+
 // connectInet decides an inet connect under an allowlist; handled is
 // false for every other family, left to connect.
 func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict, handled bool) {
@@ -61,7 +81,7 @@ func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict
 	dest := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	refuse := func() verdict {
 		v := n.deny(rule, unix.EACCES, "", dest.String())
-		v.fact.Reason = reasonEgress
+		v.fact.Reason = n.egress.reason()
 		return v
 	}
 	if n.egress.NetNS {
@@ -84,6 +104,18 @@ func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict
 		bl, err := n.newBlocking(req, sfd)
 		if err != nil {
 			return errnoVerdict(err, 0), true
+		}
+		proto := "tcp"
+		if typ, _ := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_TYPE); typ == unix.SOCK_DGRAM {
+			proto = "udp"
+		}
+		if dest.Addr().IsLoopback() && hostOnly(int(req.Pid), proto, dest.Port()) {
+			// Nothing is there on the sandbox's loopback, and the host's
+			// socket on that port is out of reach: the sandbox's doing
+			// (refused at once, also for a non-blocking connect).
+			v := n.deny(rule, unix.ECONNREFUSED, "", dest.String())
+			v.fact.Reason = reasonOwnLoopback
+			return v, true
 		}
 		return errnoVerdict(bl.connect(inetSockaddr(fam, dest)), 0), true
 	}
@@ -256,9 +288,49 @@ func (n *Notifier) targetSocket(req *seccomp.Notif, fd int) (sfd, dom int, v ver
 }
 
 // local reports whether dest is the sandbox's own in its net namespace: a
-// loopback address, or port 53 of a stub resolver address.
+// loopback address, or port 53 of a stub resolver address. Without an
+// allowlist there is no resolver: a name server's port on the loopback
+// (systemd-resolved's 127.0.0.53) is refused, so that a lookup fails at
+// once rather than waiting for an answer that cannot come.
 func (e *Egress) local(dest netip.AddrPort) bool {
+	if !e.Proxy.IsValid() && dest.Port() == 53 {
+		return false
+	}
 	return dest.Addr().IsLoopback() || dest.Port() == 53 && slices.Contains(e.DNS, dest.Addr())
+}
+
+// portInUse says whether a socket of protocol proto ("tcp", "udp") in the
+// network namespace whose /proc/.../net directory is dir has local port
+// port, in state state ("" for any: st 0A is LISTEN).
+func portInUse(dir, proto string, port uint16, state string) bool {
+	want := fmt.Sprintf(":%04X", port)
+	for _, f := range []string{dir + "/" + proto, dir + "/" + proto + "6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st ...
+			fields := strings.Fields(line)
+			if len(fields) > 3 && strings.HasSuffix(fields[1], want) && (state == "" || fields[3] == state) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hostOnly says whether a connection or datagram of protocol proto to
+// loopback port port from process pid, in a net namespace of its own,
+// finds nothing there while the host (the supervisor's namespace) has a
+// listener (TCP) or a socket (UDP) on that port, out of reach. Read from
+// /proc/net and /proc/PID/net (the process's namespace).
+func hostOnly(pid int, proto string, port uint16) bool {
+	state := ""
+	if proto == "tcp" {
+		state = "0A" // LISTEN
+	}
+	return portInUse("/proc/net", proto, port, state) && !portInUse("/proc/"+strconv.Itoa(pid)+"/net", proto, port, state)
 }
 
 // sendtoInet decides a sendto with an inet destination under an allowlist
@@ -278,7 +350,12 @@ func (n *Notifier) sendtoInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict,
 	dest := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	if !n.egress.NetNS || !n.egress.local(dest) {
 		v = n.deny(rule, unix.EACCES, "", dest.String())
-		v.fact.Reason = reasonEgress
+		v.fact.Reason = n.egress.reason()
+		return v, true
+	}
+	if dest.Addr().IsLoopback() && hostOnly(int(req.Pid), "udp", dest.Port()) {
+		v = n.deny(rule, unix.ECONNREFUSED, "", dest.String())
+		v.fact.Reason = reasonOwnLoopback
 		return v, true
 	}
 	// Sent from the supervisor's copy of the socket, with the bytes read

@@ -1,0 +1,88 @@
+package integration
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"time"
+)
+
+// The command's own loopback (docs/DESIGN.md, "A loopback of its own"):
+// with the network off, a command in a net namespace of its own binds,
+// listens and connects on that namespace's loopback — a dev server started
+// with & and polled with curl, Go's httptest — while the host's loopback
+// services stay out of reach (a connect to a port the host listens on fails
+// with ECONNREFUSED and a fact) and nothing else is reachable (denied with
+// a fact). Without a net namespace inet sockets stay refused, with facts.
+
+// ownLoopbackScript starts a server on the sandbox's loopback, polls it
+// with curl until it answers, then tries the host's listener (argv port)
+// and an address off the host.
+const ownLoopbackScript = `python3 -c '
+import http.server as h
+class H(h.BaseHTTPRequestHandler):
+    def do_GET(s):
+        s.send_response(200); s.end_headers(); s.wfile.write(b"served")
+    def log_message(s, *a):
+        pass
+h.HTTPServer(("127.0.0.1", 18765), H).serve_forever()' 2>/dev/null & pid=$!
+for i in $(seq 400); do
+  if out=$(curl -s --max-time 5 http://127.0.0.1:18765/); then echo "own: $out"; break; fi
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.05
+done
+kill $pid 2>/dev/null
+if (exec 3<>/dev/tcp/127.0.0.1/%d) 2>/dev/null; then echo "host: reached"; else echo "host: refused"; fi
+if (exec 4<>/dev/tcp/192.0.2.1/80) 2>/dev/null; then echo "off-host: reached"; else echo "off-host: refused"; fi
+true`
+
+// TestOwnLoopback: see above; as root and unprivileged, in both confined
+// modes, on every host with a supervisor.
+func TestOwnLoopback(t *testing.T) {
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
+		netns := ownLoopback(h.d)
+		for _, mode := range confinedModes {
+			t.Run(mode, func(t *testing.T) {
+				ln, err := net.Listen("tcp4", "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ln.Close()
+				port := ln.Addr().(*net.TCPAddr).Port
+				ws := id.workspace(t)
+				r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash(fmt.Sprintf(ownLoopbackScript, port)), Dir: ws, Timeout: 2 * time.Minute})
+				if netns {
+					requireExit(t, r, 0)
+					for _, w := range []string{"own: served", "host: refused", "off-host: refused"} {
+						if !hasLine(r.Stdout, w) {
+							t.Errorf("stdout lacks %q: %q (stderr %q)", w, r.Stdout, r.Stderr)
+						}
+					}
+					for _, d := range []struct{ addr, why string }{
+						{fmt.Sprintf("127.0.0.1:%d", port), "the sandbox's loopback is its own: the host's listener on this port is out of reach"},
+						{"192.0.2.1:80", "the network is off: only the sandbox's own loopback is reachable"},
+					} {
+						if line := fmt.Sprintf("%sdenied connect %s (%s mode, %s)", cliPrefix, d.addr, mode, d.why); !hasLine(r.Stderr, line) {
+							t.Errorf("stderr lacks %q: %q", line, r.Stderr)
+						}
+					}
+				} else {
+					if hasLine(r.Stdout, "own: served") || !hasLine(r.Stdout, "host: refused") {
+						t.Errorf("without a net namespace, stdout %q: want no server and the host refused", r.Stdout)
+					}
+					requireDenial(t, r, mode, "socket", "AF_INET")
+				}
+				if c := acceptSaw(ln); c(100 * time.Millisecond) {
+					t.Error("the host's loopback listener got a connection from the sandbox")
+				}
+			})
+		}
+	})
+}
+
+// ownLoopback says whether a command with the network off on host d (nil:
+// this host as it is) gets a loopback of its own: a net namespace, and a
+// supervisor to bind and connect its inet sockets.
+func ownLoopback(d *degradation) bool {
+	return !d.lacks("net-namespace") && !d.lacks("seccomp-notify")
+}
