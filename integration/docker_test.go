@@ -216,45 +216,6 @@ c.send(b"connected")
 print("dgram", d.recv(64).decode())
 `
 
-// goUnixServer is an HTTP server on a unix socket and a client of it in one
-// program (Go's net package: nonblocking sockets, epoll after connect).
-const goUnixServer = `package main
-
-import (
-	"context"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-)
-
-func main() {
-	l, err := net.Listen("unix", os.Args[1])
-	if err != nil {
-		fmt.Println("listen:", err)
-		os.Exit(1)
-	}
-	go http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "go-served "+r.URL.Path) }))
-	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", os.Args[1])
-	}}
-	c := http.Client{Transport: tr}
-	for i := 0; i < 3; i++ {
-		resp, err := c.Get(fmt.Sprintf("http://unix/%d", i))
-		if err != nil {
-			fmt.Println("get:", err)
-			os.Exit(1)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		fmt.Println(string(b))
-	}
-	l.Close()
-}
-`
-
 // nodeUnixServer is a node server on a unix socket and a client of it.
 const nodeUnixServer = `
 const net = require('net');
@@ -265,25 +226,14 @@ srv.listen(process.env.SOCK, () => {
 });
 `
 
-// buildGoUnixServer builds goUnixServer into a directory the identity can
-// read and returns the binary.
-func buildGoUnixServer(t *testing.T, id identity) string {
+// gounixHelper is the built integration/internal/gounix, a Go HTTP server
+// on a unix socket and its client.
+func gounixHelper(t *testing.T) string {
 	t.Helper()
-	src := t.TempDir()
-	if err := os.WriteFile(filepath.Join(src, "main.go"), []byte(goUnixServer), 0o644); err != nil {
-		t.Fatal(err)
+	if gounixErr != nil {
+		t.Fatalf("integration/internal/gounix did not build: %v", gounixErr)
 	}
-	bin := filepath.Join(id.outside(t), "gounix")
-	cmd := exec.Command("go", "build", "-o", bin, "main.go")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GO111MODULE=off", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return gounixBin
 }
 
 // TestDockerUnixSockets: under Docker's profile, as root and as the test
@@ -295,7 +245,7 @@ func TestDockerUnixSockets(t *testing.T) {
 	d := degradedDocker
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		d.need(t, id)
-		gobin := buildGoUnixServer(t, id)
+		gobin := gounixHelper(t)
 		node := ""
 		if p, err := exec.LookPath("node"); err == nil {
 			node = p

@@ -64,6 +64,8 @@ var (
 	rawcmdErr  error  // why it could not be built
 	racerBin   string // integration/internal/racer
 	racerErr   error  // why it could not be built
+	gounixBin  string // integration/internal/gounix
+	gounixErr  error  // why it could not be built
 )
 
 func TestMain(m *testing.M) {
@@ -122,6 +124,9 @@ func runMain(m *testing.M) int {
 	}
 	if racerBin, racerErr = build("racer", "./integration/internal/racer"); racerErr != nil {
 		fmt.Fprintln(os.Stderr, "integration: build of integration/internal/racer failed:\n", racerErr)
+	}
+	if gounixBin, gounixErr = build("gounix", "./integration/internal/gounix"); gounixErr != nil {
+		fmt.Fprintln(os.Stderr, "integration: build of integration/internal/gounix failed:\n", gounixErr)
 	}
 	return m.Run()
 }

@@ -42,6 +42,13 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
             reached.append("wrote " + p)
         except OSError:
             pass
+    try:
+        # a kernel thread (PF_KTHREAD; visible without a pid namespace on a
+        # host that shows them) has no memory, environment or files
+        if int(open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()[6]) & 0x00200000:
+            continue
+    except (OSError, IndexError, ValueError):
+        pass
     for f in ("environ", "mem", "cwd/.", "root/."):
         try:
             if pid != str(os.getpid()) and int(pid) < os.getpid():

@@ -104,6 +104,7 @@ log "building the test binaries on the host ($run/bin)"
   CGO_ENABLED=1 "$GO" build -o "$run/bin/toolrepl" ./examples/toolrepl
   CGO_ENABLED=1 "$GO" build -o "$run/bin/rawcmd" ./integration/internal/rawcmd
   CGO_ENABLED=0 "$GO" build -o "$run/bin/racer" ./integration/internal/racer
+  CGO_ENABLED=0 "$GO" build -o "$run/bin/gounix" ./integration/internal/gounix
 ) || die "building the test binaries failed"
 [ -s "$run/packages" ] || die "PKGS=$PKGS: no package with tests"
 # The guest has no network: the TypeScript MCP SDK that cmd/dsh-sandbox-mcp's real-client test

@@ -539,8 +539,10 @@ func (sv *Served) refuseAtOnce(c net.Conn) {
 		ap := a.AddrPort()
 		t = target{host: ap.Addr().Unmap().String(), port: int(ap.Port())}
 	}
-	c.Close()
+	// Reported first: the refused client sees EOF only once the fact is
+	// recorded.
 	sv.report(sv.overLimit(t, ProtoTCP))
+	c.Close()
 }
 
 // trackUp registers a dialed connection; false once sv is closed.
