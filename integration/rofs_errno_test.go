@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Outside the writable roots a refused write-like call gets what the same
@@ -278,6 +280,41 @@ for p in sys.argv[1:]:
 		case <-accepted:
 			t.Error("the host listener accepted a connection from the sandbox")
 		default:
+		}
+
+		if id.isRoot() {
+			// A host listener on an overlay whose layers lie on different
+			// filesystems (a container's root, the VM guest's): stat gives
+			// another device than the socket's; still a listener.
+			lower, err := os.MkdirTemp("/dev/shm", "dsh-it-lower-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(lower)
+			up := id.outside(t)
+			merged := filepath.Join(up, "m")
+			for _, d := range []string{"u", "w", "m"} {
+				if err := os.Mkdir(filepath.Join(up, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts := "lowerdir=" + lower + ",upperdir=" + filepath.Join(up, "u") + ",workdir=" + filepath.Join(up, "w")
+			if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
+				t.Fatalf("mount an overlay for the test: %v", err)
+			}
+			defer unix.Unmount(merged, unix.MNT_DETACH)
+			ovl := filepath.Join(merged, "h.sock")
+			ol, err := net.Listen("unix", ovl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ol.Close()
+			r = id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws), Argv: []string{"python3", "-c", py, ovl}, Dir: ws})
+			requireExit(t, r, 0)
+			if w := fmt.Sprintf("%s 1 EACCES\n", ovl); !strings.HasPrefix(r.Stdout, w) {
+				t.Errorf("overlay listener: stdout %q, want it to start with %q", r.Stdout, w)
+			}
+			requireDenial(t, r, "workspace-write", "connect", ovl)
 		}
 	})
 }

@@ -260,13 +260,15 @@ func inetAddress(b []byte) string {
 }
 
 // boundAt says whether a unix socket of the supervisor's network namespace
-// is bound to the socket file st (the kernel's dev_t and inode, from
-// unix_diag's UDIAG_SHOW_VFS): a socket file nothing is bound to is a stale
-// one, where the kernel answers connect and sendto with ECONNREFUSED. A
-// socket bound in another network namespace is not seen (the caller then
-// answers ECONNREFUSED, still a refusal). unix_diag keeps 32 bits of the
-// inode: a collision reads as bound, a denial. An error means it cannot
-// tell.
+// is bound to the socket file st, by its inode number (unix_diag's
+// UDIAG_SHOW_VFS): a socket file nothing is bound to is a stale one, where
+// the kernel answers connect and sendto with ECONNREFUSED. Only the inode
+// number is compared, 32 bits of it as unix_diag keeps them: on overlayfs
+// (a container's root, the VM guest's) stat gives the overlay's device but
+// the socket is bound to the upper layer's inode, whose number it keeps. A
+// match on another filesystem reads as bound: a denial, never the other
+// way. A socket bound in another network namespace is not seen (the caller
+// answers ECONNREFUSED, still a refusal). An error means it cannot tell.
 func boundAt(st *unix.Stat_t) (bool, error) {
 	const (
 		udiagShowVFS = 2
@@ -296,8 +298,6 @@ func boundAt(st *unix.Stat_t) (bool, error) {
 	if err := unix.Sendto(nl, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return false, err
 	}
-	// The kernel's dev_t: major in the high 12 bits, minor in the low 20.
-	dev := uint32(unix.Major(st.Dev))<<20 | uint32(unix.Minor(st.Dev))
 	buf := make([]byte, 32<<10)
 	for {
 		m, _, err := unix.Recvfrom(nl, buf, 0)
@@ -320,7 +320,7 @@ func boundAt(st *unix.Stat_t) (bool, error) {
 				}
 				found := false
 				if err := eachAttr(b[32:l], func(typ uint16, val []byte) {
-					if typ == unixDiagVFS && len(val) >= 8 && le.Uint32(val) == uint32(st.Ino) && le.Uint32(val[4:]) == dev {
+					if typ == unixDiagVFS && len(val) >= 8 && le.Uint32(val) == uint32(st.Ino) {
 						found = true
 					}
 				}); err != nil {
