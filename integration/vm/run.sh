@@ -6,6 +6,7 @@
 #   KERNEL_PKG=...      an exact linux-image package instead of the newest of the series
 #   PKGS="./..."        the packages whose tests run in the VM (default: every package with tests)
 #   RUN=regex (TESTS=)  go test -run for every package (default: all tests)
+#   SKIP=regex          go test -skip for every package (default: none)
 #   GO_TEST_TIMEOUT=... go test -timeout per package inside the VM (default 65m)
 #   TIME_SCALE=N        DSH_TEST_TIME_SCALE in the guest: tests multiply their deadlines by N
 #                       (default 10 under TCG, 2 under KVM)
@@ -27,6 +28,7 @@ set -euo pipefail
 KERNEL=${KERNEL:-6.1}
 PKGS=${PKGS:-./...}
 RUN=${RUN:-${TESTS:-.}}
+SKIP=${SKIP:-}
 GO_TEST_TIMEOUT=${GO_TEST_TIMEOUT:-65m}
 VM_MEM=${VM_MEM:-2048}
 VM_SMP=${VM_SMP:-2}
@@ -175,7 +177,7 @@ rc=0
 while read -r pkg dir name; do
   start=\$(cut -d' ' -f1 /proc/uptime)
   echo "=== package \$pkg" >>/results/go-test.txt
-  (cd "\$dir" && timeout -s QUIT -k 30 $((go_timeout_s + 60)) $run/bin/\$name -test.v -test.count=1 -test.timeout $GO_TEST_TIMEOUT -test.run '$RUN') >>/results/go-test.txt 2>&1
+  (cd "\$dir" && timeout -s QUIT -k 30 $((go_timeout_s + 60)) $run/bin/\$name -test.v -test.count=1 -test.timeout $GO_TEST_TIMEOUT -test.run '$RUN' ${SKIP:+-test.skip '$SKIP'}) >>/results/go-test.txt 2>&1
   prc=\$?
   took=\$(awk -v s=\$start '{ print \$1 - s }' /proc/uptime)
   if [ "\$prc" = 0 ]; then echo "ok   \$pkg \${took}s" >>/results/go-test.txt; else echo "FAIL \$pkg \${took}s (exit \$prc)" >>/results/go-test.txt; rc=1; fi
