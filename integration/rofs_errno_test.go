@@ -291,10 +291,17 @@ for p in sys.argv[1:]:
 				t.Fatal(err)
 			}
 			defer os.RemoveAll(lower)
-			up := id.outside(t)
-			merged := filepath.Join(up, "m")
-			for _, d := range []string{"u", "w", "m"} {
-				if err := os.Mkdir(filepath.Join(up, d), 0o755); err != nil {
+			// The upper layer on /var/tmp (an overlay cannot take one on
+			// an overlay, as the VM guest's /var/lib is), the merged
+			// directory outside the roots.
+			up, err := os.MkdirTemp("/var/tmp", "dsh-it-upper-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(up)
+			merged := filepath.Join(id.outside(t), "m")
+			for _, d := range []string{filepath.Join(up, "u"), filepath.Join(up, "w"), merged} {
+				if err := os.Mkdir(d, 0o755); err != nil {
 					t.Fatal(err)
 				}
 			}
