@@ -70,16 +70,9 @@ func (n *Notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		return v
 	}
 	defer unix.Close(pin)
-	size := int(a[2])
-	if size < 0 || size > maxDatagram {
-		return verdict{errno: unix.EMSGSIZE}
-	}
-	var data []byte
-	if size > 0 {
-		var err error
-		if data, err = resolve.ReadBytes(int(req.Pid), a[1], size); err != nil {
-			return verdict{errno: unix.EFAULT}
-		}
+	data, v, ok := sendtoData(req)
+	if !ok {
+		return v
 	}
 	var sfd int
 	if n.nocopy {
@@ -104,6 +97,23 @@ func (n *Notifier) sendto(req *seccomp.Notif, rule seccomp.Rule) verdict {
 
 // maxDatagram bounds what the supervisor copies for one emulated sendto.
 const maxDatagram = 4 << 20
+
+// sendtoData reads a sendto's buffer (arguments 1 and 2) from the target
+// once; ok false: v is the answer (EMSGSIZE past maxDatagram, EFAULT).
+func sendtoData(req *seccomp.Notif) (data []byte, v verdict, ok bool) {
+	size := int(req.Args[2])
+	if size < 0 || size > maxDatagram {
+		return nil, verdict{errno: unix.EMSGSIZE}, false
+	}
+	if size == 0 {
+		return nil, verdict{}, true
+	}
+	data, err := resolve.ReadBytes(int(req.Pid), req.Args[1], size)
+	if err != nil {
+		return nil, verdict{errno: unix.EFAULT}, false
+	}
+	return data, verdict{}, true
+}
 
 // destination reads a socket address from the target and checks it: only a
 // pathname unix socket inside the writable roots passes, and then its socket

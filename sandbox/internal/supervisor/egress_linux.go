@@ -360,16 +360,9 @@ func (n *Notifier) sendtoInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict,
 	}
 	// Sent from the supervisor's copy of the socket, with the bytes read
 	// once: a continued call could be raced (connectInet).
-	size := int(a[2])
-	if size < 0 || size > maxDatagram {
-		return verdict{errno: unix.EMSGSIZE}, true
-	}
-	var data []byte
-	if size > 0 {
-		var err error
-		if data, err = resolve.ReadBytes(int(req.Pid), a[1], size); err != nil {
-			return verdict{errno: unix.EFAULT}, true
-		}
+	data, v, ok := sendtoData(req)
+	if !ok {
+		return v, true
 	}
 	sfd, dom, v, ok := n.targetSocket(req, int(int32(a[0])))
 	if !ok {
