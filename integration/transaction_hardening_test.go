@@ -42,18 +42,28 @@ for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
             reached.append("wrote " + p)
         except OSError:
             pass
+    # environ and mem count when they give bytes of the process: a process
+    # without memory (a kernel thread; a zombie or an exiting process of
+    # another test, visible without a pid namespace) opens but reads empty
+    if pid == str(os.getpid()) or int(pid) > os.getpid():
+        continue
     try:
-        # a kernel thread (PF_KTHREAD; visible without a pid namespace on a
-        # host that shows them) has no memory, environment or files
-        if int(open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()[6]) & 0x00200000:
-            continue
+        if open("/proc/%s/environ" % pid, "rb").read(1):
+            reached.append("/proc/%s/environ" % pid)
+    except OSError:
+        pass
+    try:
+        # start_code (stat field 26) reads 0 unless the memory of the process may be read
+        code = int(open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()[23])
+        with open("/proc/%s/mem" % pid, "rb") as m:
+            if code and os.pread(m.fileno(), 1, code):
+                reached.append("/proc/%s/mem" % pid)
     except (OSError, IndexError, ValueError):
         pass
-    for f in ("environ", "mem", "cwd/.", "root/."):
+    for f in ("cwd", "root"):
         try:
-            if pid != str(os.getpid()) and int(pid) < os.getpid():
-                os.stat("/proc/%s/%s" % (pid, f)) if f.endswith(".") else open("/proc/%s/%s" % (pid, f), "rb").read(1)
-                reached.append("/proc/%s/%s" % (pid, f))
+            os.stat("/proc/%s/%s/." % (pid, f))
+            reached.append("/proc/%s/%s" % (pid, f))
         except OSError:
             pass
 open("legit", "w").write("ok\n")

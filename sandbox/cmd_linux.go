@@ -700,9 +700,9 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.Fi
 }
 
 // isResourceErrno reports whether err is running out of processes, file
-// descriptors or memory.
+// descriptors (open or in flight) or memory.
 func isResourceErrno(err error) bool {
-	for _, e := range []syscall.Errno{unix.EAGAIN, unix.EMFILE, unix.ENFILE, unix.ENOMEM} {
+	for _, e := range []syscall.Errno{unix.EAGAIN, unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.ETOOMANYREFS} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -153,7 +153,7 @@ static void fail_sys(const char *op, int e) {
 }
 
 // out_of_resources: e means no process, descriptor or memory was left.
-static int out_of_resources(int e) { return e == EAGAIN || e == EMFILE || e == ENFILE || e == ENOMEM; }
+static int out_of_resources(int e) { return e == EAGAIN || e == EMFILE || e == ENFILE || e == ENOMEM || e == ETOOMANYREFS; }
 
 static void add_reason(const char *fmt, ...) {
 	char r[1024];
@@ -933,6 +933,8 @@ static void nest_signal_scope(void) {
 // over the control socket and waits for the acknowledgement; the command's
 // process then closes it and execs. (A thread would do, but pthread_create
 // is wrapped in the CLI, and a raw thread shares errno with its creator.)
+// It returns 0, the errno of a refused sendmsg, or 255 when the supervisor
+// did not acknowledge (gone).
 static int send_listener(int lfd, int mount_view) {
 	char lm[160], ack[64];
 	// The supervisor learns whether the command has a mount view now,
@@ -953,8 +955,8 @@ static int send_listener(int lfd, int mount_view) {
 	do {
 		r = sendmsg(CTRL_FD, &mh, MSG_NOSIGNAL);
 	} while (r < 0 && errno == EINTR);
-	if (r < 0) return -1;
-	return recv_msg(ack, sizeof ack - 1) > 0 ? 0 : -1;
+	if (r < 0) return errno > 0 && errno < 255 ? errno : 255;
+	return recv_msg(ack, sizeof ack - 1) > 0 ? 0 : 255;
 }
 
 // load_filter is step 5, in the command's process before it execs: it loads
@@ -975,7 +977,7 @@ static void load_filter(int notify, int mount_view) {
 			do {
 				r = read(np[0], &lfd, sizeof lfd);
 			} while (r < 0 && errno == EINTR);
-			_exit(r == (ssize_t)sizeof lfd && lfd >= 0 && send_listener(lfd, mount_view) == 0 ? 0 : 1);
+			_exit(r == (ssize_t)sizeof lfd && lfd >= 0 ? send_listener(lfd, mount_view) : 255);
 		}
 	}
 	long lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &prog);
@@ -989,7 +991,15 @@ static void load_filter(int notify, int mount_view) {
 		}
 		close(np[0]);
 		close(np[1]);
-		if (lfd >= 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) _exit(125); // the supervisor is gone
+		if (lfd >= 0) {
+			int code = WIFEXITED(st) ? WEXITSTATUS(st) : 255;
+			if (code == 255) _exit(125); // the supervisor is gone
+			// The kernel refuses to pass a descriptor when too many are
+			// in flight (ETOOMANYREFS: on Linux 6.1, measured, every
+			// descriptor the user has in flight, in any process, counts
+			// against the sender's RLIMIT_NOFILE): out of resources.
+			if (code != 0) fail_sys("seccomp: pass the listener", code);
+		}
 	}
 	if (lfd < 0) {
 		if (out_of_resources(load_errno)) fail_sys("seccomp: load filter", load_errno);
