@@ -391,6 +391,7 @@ type Report struct {
 			Path   string   `json:"path"`
 			Layers []string `json:"layers"`
 		} `json:"masked"`
+		Caches []string `json:"caches"`
 	} `json:"enforcement"`
 	Denials        []Denial `json:"denials"`
 	Changes        []Change `json:"changes"`

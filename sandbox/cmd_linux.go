@@ -19,11 +19,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/audit"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/cachestore"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/changes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/limits"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/supervisor"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
@@ -41,7 +43,10 @@ type cmdState struct {
 	changesDropped int
 	// txHold holds Transaction (see transaction.Tx.Hold); the runner's
 	// processes inherit its files, past the fds of ExtraFiles.
-	txHold  *transaction.Hold
+	txHold *transaction.Hold
+	// caches holds the entries of the toolchain caches the command mounts
+	// (cachestore.Open) until its processes are gone.
+	caches  *cachestore.Store
 	audits  []*audit.Audit // the git control and protected entries at the start
 	group   *limits.Group  // the command's cgroup (resource limits), or nil
 	usage   *Usage
@@ -131,6 +136,20 @@ func (c *Cmd) Start() error {
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
 	}
+	if c.Policy.Mode == modes.WorkspaceWrite && len(c.Policy.Caches) > 0 && !c.noAudit {
+		var layers []cachestore.Layer
+		if c.caches, layers, err = cachestore.Open(c.Policy); err != nil {
+			c.closeProxy()
+			if c.txHold != nil {
+				c.txHold.Close()
+			}
+			if re := resourceError("open the cache store", err); re != nil {
+				return re
+			}
+			return &SetupError{Detail: err.Error(), Err: err}
+		}
+		prep.addCaches(layers)
+	}
 	switch {
 	case c.noAudit:
 		c.audits = nil
@@ -146,6 +165,7 @@ func (c *Cmd) Start() error {
 		if c.txHold != nil {
 			c.txHold.Close()
 		}
+		c.caches.Close()
 		if re := resourceError("audit the writable roots", err); re != nil {
 			return re
 		}
@@ -176,6 +196,7 @@ func (c *Cmd) Start() error {
 		c.txHold.Close()
 	}
 	if err != nil {
+		c.caches.Close()
 		c.closeProxy()
 	}
 	return err
@@ -338,7 +359,14 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				return abort(fmt.Sprintf("the runner's descriptor is not a seccomp listener (%q)", link))
 			}
 			guard := supervisor.OpenGuardFor(m.MountView == 1, c.prep.abi)
-			if n, err = supervisor.NewNotifier(lfd, c.prep.filterFor(m.MountView == 1), c.Policy, denials, changed, proc.Pid, c.prep.ruleset, guard); err != nil {
+			// The caches the runner mounted are the command's to write
+			// (their upper layers): writable roots for the notifier,
+			// never for the change facts or the audit.
+			pol := c.Policy
+			if cs := c.prep.mountedCaches(m.Caches); len(cs) > 0 && m.MountView == 1 {
+				pol.WritableRoots = append(slices.Clone(pol.WritableRoots), cs...)
+			}
+			if n, err = supervisor.NewNotifier(lfd, c.prep.filterFor(m.MountView == 1), pol, denials, changed, proc.Pid, c.prep.ruleset, guard); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {
 					cleanup()
 					return re
@@ -526,6 +554,7 @@ func (c *Cmd) monitor() {
 			c.enf.Reasons = append(c.enf.Reasons, "transaction: "+err.Error())
 		}
 	}
+	c.caches.Close()
 	c.tree.Close()
 }
 

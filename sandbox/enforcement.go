@@ -155,6 +155,12 @@ type Enforcement struct {
 	// Masked lists the deny-read paths that existed when the command
 	// started and were hidden from it, with the layers that hid each.
 	Masked []Masked `json:"masked,omitempty"`
+	// Caches are the toolchain caches (modes.Policy.Caches) the command
+	// wrote through an overlay whose upper layer is the sandbox's: the
+	// user's own cache stayed as it was. Those of the policy not listed
+	// stayed read-only (no mount view, an overlay the host refused, or
+	// another command using that cache).
+	Caches []string `json:"caches,omitempty"`
 }
 
 // Masked is a deny-read path hidden from a command, and the layers that

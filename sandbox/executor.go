@@ -54,6 +54,11 @@ type Config struct {
 	// modes.DefaultLimits(); a zero field of a non-nil value is unlimited.
 	// Limits the host cannot enforce are reported in Enforcement.Missing.
 	Limits *modes.Limits
+	// NoCaches leaves the toolchain caches read-only under workspace-write;
+	// CacheStore is where what commands add to them is kept ("": the
+	// home's modes.HomeCacheStore). See modes.Policy.Caches.
+	NoCaches   bool
+	CacheStore string
 
 	// DefaultTimeout applies to calls that give none (0: 120000 ms);
 	// MaxTimeout caps every call (0: 600000 ms).

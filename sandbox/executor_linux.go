@@ -78,7 +78,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	probe, err := modes.Derive(modes.Options{
 		Mode: modes.WorkspaceWrite, Workspace: cfg.Workspace, AllowWrite: cfg.WritableRoots, Protect: cfg.Protected,
 		Unprotect: cfg.Unprotect, DenyRead: cfg.DenyRead, AllowRead: cfg.AllowRead, Limits: cfg.Limits,
-		Network: cfg.Network, Allowlist: cfg.Allowlist,
+		Network: cfg.Network, Allowlist: cfg.Allowlist, NoCaches: cfg.NoCaches, CacheStore: cfg.CacheStore,
 		// A broad workspace only matters where it would be writable.
 		AllowBroadWorkspace: cfg.AllowBroadWorkspace || cfg.Mode != modes.WorkspaceWrite,
 	})
@@ -229,12 +229,15 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		Workspace:  base,
 		AllowWrite: e.cfg.WritableRoots,
 		// Other sessions' spill files are not the command's to change.
-		Protect:   append(append([]string(nil), e.cfg.Protected...), e.spillDir),
-		Unprotect: e.cfg.Unprotect,
-		Network:   network,
-		Allowlist: allowlist,
-		Limits:    e.cfg.Limits,
-		TempDir:   lookupEnv(r.Env, "TMPDIR"),
+		Protect:    append(append([]string(nil), e.cfg.Protected...), e.spillDir),
+		Unprotect:  e.cfg.Unprotect,
+		Network:    network,
+		Allowlist:  allowlist,
+		Limits:     e.cfg.Limits,
+		TempDir:    lookupEnv(r.Env, "TMPDIR"),
+		NoCaches:   e.cfg.NoCaches,
+		CacheStore: e.cfg.CacheStore,
+		CacheHome:  lookupEnv(r.Env, "HOME"),
 		// Neither / nor a home (the command's $HOME too) becomes writable.
 		AllowBroadWorkspace: e.cfg.AllowBroadWorkspace,
 		Homes:               []string{lookupEnv(r.Env, "HOME")},

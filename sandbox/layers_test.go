@@ -32,6 +32,7 @@ func TestImportsGoDown(t *testing.T) {
 		"sandbox/internal/facts":      2,
 		"sandbox/internal/changes":    2,
 		"sandbox/internal/mountplan":  2,
+		"sandbox/internal/cachestore": 2,
 		"sandbox/landlock":            3,
 		"sandbox/seccomp":             3,
 		"sandbox/modes":               4,

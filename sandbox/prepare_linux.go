@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/cachestore"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/mountplan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
@@ -56,6 +57,10 @@ type preparation struct {
 	needView string
 	// overlay is a transaction's overlay over the workspace, or nil.
 	overlay *mountplan.Overlay
+	// rules is the Landlock ruleset derived (valid when ruleset is set);
+	// caches are the toolchain caches' overlays (see addCaches).
+	rules  landlock.Ruleset
+	caches []mountplan.Overlay
 }
 
 // prepare builds what a runner needs for policy p, with a Landlock ABI of
@@ -107,7 +112,7 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 		if err != nil {
 			return nil, err
 		}
-		prep.abi, prep.ruleset = abi, rs
+		prep.abi, prep.ruleset, prep.rules = abi, rs, derived
 		prep.carved = carve && len(landlock.Carved(p)) == existing(p.Protected)
 		prep.llMasks = derived.MaskedPaths()
 		if prep.overlay != nil {
@@ -242,6 +247,31 @@ func effectiveABI(maxABI int) (int, error) {
 	return abi, nil
 }
 
+// addCaches adds the toolchain caches' overlays (cachestore.Open's
+// layers) to the mount plan, each writable through a Landlock rule on its
+// inodes where there is a ruleset.
+func (prep *preparation) addCaches(layers []cachestore.Layer) {
+	for _, l := range layers {
+		ov := mountplan.Overlay{Root: l.Dir, Upper: l.Upper, Work: l.Work}
+		if prep.ruleset != nil {
+			ov.Rules = []landlock.Rule{prep.rules.WritableDir(l.Dir)}
+		}
+		prep.caches = append(prep.caches, ov)
+	}
+}
+
+// mountedCaches returns the cache directories whose overlays the runner
+// mounted, from its message's Caches.
+func (prep *preparation) mountedCaches(status string) []string {
+	var out []string
+	for i, c := range prep.caches {
+		if i < len(status) && status[i] == '1' {
+			out = append(out, c.Root)
+		}
+	}
+	return out
+}
+
 func (prep *preparation) close() {
 	if prep.ruleset != nil {
 		prep.ruleset.Close()
@@ -311,7 +341,7 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 			withFDs.UpperFD, withFDs.WorkFD = hold+1, hold+2
 			ov = &withFDs
 		}
-		if plan, err = mountplan.Plan(p, ll, prep.masks, ov); err != nil {
+		if plan, err = mountplan.Plan(p, ll, prep.masks, ov, prep.caches); err != nil {
 			return nil, err
 		}
 	}
@@ -336,6 +366,9 @@ func (c *Cmd) assess(m runner.Msg) Enforcement {
 	e := assess(c.Policy.Mode, l)
 	if c.Policy.Mode.Confines() {
 		e.Masked = c.prep.masked(l.mountView, l.landlockABI > 0)
+	}
+	if l.mountView {
+		e.Caches = c.prep.mountedCaches(m.Caches)
 	}
 	if c.Policy.Allowlist != nil && c.Policy.Mode.Confines() {
 		e.Layers = append(e.Layers, LayerEgressProxy)

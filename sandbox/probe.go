@@ -25,6 +25,10 @@ type ProbeReport struct {
 	// 4), AllowlistSupervisorOnly (egress-landlock missing) or
 	// AllowlistUnavailable.
 	Allowlist string `json:"allowlist"`
+	// Caches is how a workspace-write command's toolchain caches are held
+	// here (modes.Policy.Caches): CachesOverlay where it gets a mount view,
+	// else CachesReadOnly.
+	Caches string `json:"caches"`
 	// Confined is true when both confined modes can run.
 	Confined bool `json:"confined"`
 }
@@ -87,6 +91,12 @@ const (
 	AllowlistUnavailable    = "unavailable"     // no seccomp user notification or no pidfd_getfd: an allowlist is refused
 )
 
+// How the toolchain caches are held (ProbeReport.Caches).
+const (
+	CachesOverlay  = "overlay"   // written through an overlay whose upper layer is the sandbox's
+	CachesReadOnly = "read-only" // no mount view: read-only, as outside every writable root
+)
+
 // ProbeOptions are the inputs of ProbeWith.
 type ProbeOptions struct {
 	Runner    string // the runner binary; "" for this executable
@@ -137,6 +147,12 @@ func (r ProbeReport) WriteText(w io.Writer) {
 		fmt.Fprintln(w, "allowlist: supervisor-only (inet connects reach only the egress proxy; missing: egress-landlock)")
 	case AllowlistUnavailable:
 		fmt.Fprintln(w, "allowlist: unavailable (needs seccomp user notification and pidfd_getfd)")
+	}
+	switch r.Caches {
+	case CachesOverlay:
+		fmt.Fprintln(w, "caches: overlay (workspace-write writes the toolchain caches through an overlay; yours stay as they are)")
+	case CachesReadOnly:
+		fmt.Fprintln(w, "caches: read-only (no mount view)")
 	}
 	for _, m := range modes.All() {
 		mp := r.Modes[m.String()]

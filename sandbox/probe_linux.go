@@ -68,6 +68,10 @@ func ProbeWith(o ProbeOptions) ProbeReport {
 		}
 		r.Modes[m.String()] = mp
 	}
+	r.Caches = CachesReadOnly
+	if r.Namespaces.Mount && r.Confined {
+		r.Caches = CachesOverlay
+	}
 	switch {
 	case !r.Seccomp.Notify || !r.Seccomp.PidfdGetfd || !r.Confined:
 		r.Allowlist = AllowlistUnavailable

@@ -136,3 +136,9 @@ func BecomeSubreaper() error { return ErrUnsupported }
 
 // CloseOnExecFrom returns ErrUnsupported off Linux.
 func CloseOnExecFrom(int) error { return ErrUnsupported }
+
+// CacheUsage returns ErrUnsupported: off Linux no command adds to a cache.
+func CacheUsage(store string) (int64, error) { return 0, ErrUnsupported }
+
+// CleanCaches returns ErrUnsupported: off Linux no command adds to a cache.
+func CleanCaches(store string) (busy int, err error) { return 0, ErrUnsupported }

@@ -132,6 +132,7 @@ func (o options) config() (sandbox.Config, error) {
 		Mode: mode, Workspace: o.Workspace, WritableRoots: o.AllowWrite, Protected: o.Protect,
 		Unprotect: o.Unprotect, DenyRead: o.DenyRead, AllowRead: o.AllowRead,
 		Network: o.Network, Allowlist: al, AllowBroadWorkspace: o.AllowBroad, Limits: &limits,
+		NoCaches: o.NoCaches, CacheStore: o.CacheDir,
 	}, nil
 }
 

@@ -53,6 +53,9 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	if len(argv) > 0 && isTransactionCommand(argv[0]) {
 		return transactionCommand(argv, stdout, stderr)
 	}
+	if len(argv) > 0 && argv[0] == "caches" {
+		return cachesCommand(argv, environ, stdout, stderr)
+	}
 	o, err := parse(argv)
 	if err != nil {
 		return fail("%v", err)
@@ -107,6 +110,9 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		Unprotect: o.Unprotect, DenyRead: o.DenyRead, AllowRead: o.AllowRead,
 		Network: o.Network, Allowlist: allowlist, TempDir: lookupEnv(env, "TMPDIR"),
 		AllowBroadWorkspace: o.AllowBroad,
+		NoCaches:            o.NoCaches,
+		CacheStore:          o.CacheDir,
+		CacheHome:           lookupEnv(env, "HOME"),
 		Limits:              &o.Limits,
 		// The caller's home and the command's, besides Derive's own.
 		Homes: []string{lookupEnv(environ, "HOME"), lookupEnv(env, "HOME")},

@@ -40,6 +40,9 @@ type Policy struct {
 	AllowHost   []string
 	Resolve     []string
 	AllowBroad  bool
+	// NoCaches and CacheDir are modes.Options.NoCaches and CacheStore.
+	NoCaches bool
+	CacheDir string
 	// Limits are the resource limits, set by CheckLimits: the defaults,
 	// with each --max-* flag given replacing its field (0: unlimited).
 	Limits modes.Limits
@@ -59,8 +62,8 @@ type Defaults struct {
 
 // AddPolicyFlags registers --mode, --workspace, --allow-write, --protect,
 // --unprotect, --deny-read, --allow-read, --network, --allow-domain,
-// --deny-domain, --allow-host, --resolve and --allow-broad-workspace on fs,
-// in this order.
+// --deny-domain, --allow-host, --resolve, --allow-broad-workspace,
+// --no-caches and --cache-dir on fs, in this order.
 func (p *Policy) AddPolicyFlags(fs *pflag.FlagSet, d Defaults) {
 	fs.StringVar(&p.Mode, "mode", d.Mode, "`MODE`: read-only, workspace-write or danger-full-access")
 	fs.StringVar(&p.Workspace, "workspace", "", "the workspace `DIR`, writable under workspace-write (default: "+d.Workspace+")")
@@ -75,6 +78,8 @@ func (p *Policy) AddPolicyFlags(fs *pflag.FlagSet, d Defaults) {
 	fs.StringArrayVar(&p.AllowHost, "allow-host", nil, "reach the host's loopback service `HOST:PORT` (localhost:5432) at the same address inside the sandbox (repeatable)")
 	fs.StringArrayVar(&p.Resolve, "resolve", nil, "make the egress proxy resolve `NAME=ADDR[,ADDR]` so (repeatable)")
 	fs.BoolVar(&p.AllowBroad, "allow-broad-workspace", false, "allow a workspace or --allow-write DIR that is /, your home directory or an ancestor of it")
+	fs.BoolVar(&p.NoCaches, "no-caches", false, "leave the toolchain caches (~/.cache/go-build, ~/.npm, ~/.cargo/registry, ...) read-only; by default a workspace-write command writes them through an overlay kept in --cache-dir, never into yours")
+	fs.StringVar(&p.CacheDir, "cache-dir", "", "keep what commands add to the toolchain caches in `DIR`, outside every writable root (default: ~/"+modes.HomeCacheStore+")")
 }
 
 // AddLimitFlags registers --max-pids, --max-memory and --max-cpu on fs, in

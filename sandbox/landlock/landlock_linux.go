@@ -285,6 +285,13 @@ func (rs Ruleset) Beneath(dir string) []Rule {
 	return out
 }
 
+// WritableDir is the rule a runner adds on a directory it mounted for the
+// command to write (a toolchain cache's overlay, see modes.Policy.Caches):
+// what a writable root gets, on the overlay's inodes.
+func (rs Ruleset) WritableDir(dir string) Rule {
+	return Rule{Path: dir, Access: (fsRead | fsWrite) & rs.handledFS}
+}
+
 // MaskedPaths returns the deny-read paths the ruleset leaves out of every
 // read right (Masked of its policy, as it was when the ruleset was derived).
 func (rs Ruleset) MaskedPaths() []string { return rs.masked }

@@ -60,6 +60,14 @@ type Options struct {
 	// Limits are the command's resource limits: nil means DefaultLimits(),
 	// a zero field of a non-nil value means that resource is unlimited.
 	Limits *Limits
+	// NoCaches leaves the toolchain caches read-only under workspace-write
+	// (Policy.Caches empty); CacheStore is where their upper layers live
+	// ("": the home's HomeCacheStore). See ToolCaches.
+	NoCaches   bool
+	CacheStore string
+	// CacheHome is the home whose toolchain caches the command uses (its
+	// $HOME); "": this process's $HOME.
+	CacheHome string
 }
 
 // Policy is a canonical, fully explicit sandbox policy. All paths are
@@ -81,6 +89,12 @@ type Policy struct {
 	DenyRead []string `json:"deny_read"`
 	// Limits are the command's resource limits (every mode; 0: unlimited).
 	Limits Limits `json:"limits"`
+	// Caches, under workspace-write, are the toolchain caches (ToolCaches)
+	// the command writes through an overlay whose upper layer lies in
+	// CacheStore, where a mount view exists: the user's cache is never
+	// written. Without a mount view they stay read-only.
+	Caches     []string `json:"caches,omitempty"`
+	CacheStore string   `json:"cache_store,omitempty"`
 }
 
 // ErrWorkspace is wrapped by Derive when the workspace cannot be opened.
@@ -88,6 +102,9 @@ var ErrWorkspace = errors.New("cannot open workspace")
 
 // ErrWritableRoot is wrapped by Derive when an --allow-write root is unusable.
 var ErrWritableRoot = errors.New("cannot use writable root")
+
+// ErrCacheStore is wrapped by Derive when Options.CacheStore is unusable.
+var ErrCacheStore = errors.New("cannot use cache store")
 
 // Derive canonicalises o into a Policy. It fails, naming the path, when the
 // workspace or an extra writable root does not exist or is not a directory,
@@ -204,6 +221,15 @@ func Derive(o Options) (Policy, error) {
 		prot = append(prot, canonicalEntry(pp))
 	}
 	p.Protected = dedupe(filterUnder(prot, p.WritableRoots))
+	cacheHome := o.CacheHome
+	if cacheHome == "" {
+		cacheHome = os.Getenv("HOME")
+	}
+	if filepath.IsAbs(cacheHome) {
+		if err := p.deriveCaches(canonicalMaybeMissing(cacheHome), o); err != nil {
+			return Policy{}, err
+		}
+	}
 	return p, p.deriveCheck()
 }
 

@@ -24,7 +24,10 @@ var ErrInvalidPolicy = errors.New("invalid policy")
 //     or /dev, nor the workspace, a writable root or an ancestor of one;
 //     danger-full-access has none;
 //   - an allowlist comes with the network off, in a confined mode, and its
-//     patterns and hosts parse.
+//     patterns and hosts parse;
+//   - caches come under workspace-write only, with a cache store outside
+//     every writable root, each absolute, clean and overlapping no
+//     writable root nor the store.
 //
 // A policy from Derive is valid (while its directories stay as they were).
 func (p Policy) Validate() error {
@@ -53,6 +56,9 @@ func (p Policy) Validate() error {
 	}
 	if err := checkCanonical(p.Workspace); err != nil {
 		return bad("workspace: %v", err)
+	}
+	if err := p.validCaches(); err != nil {
+		return bad("%v", err)
 	}
 	switch p.Mode {
 	case ReadOnly:
@@ -113,6 +119,33 @@ func checkCanonical(path string) error {
 	}
 	if c != path {
 		return fmt.Errorf("%q is not canonical (it resolves to %q)", path, c)
+	}
+	return nil
+}
+
+// validCaches checks Caches and CacheStore (see Validate).
+func (p Policy) validCaches() error {
+	if len(p.Caches) == 0 {
+		return nil
+	}
+	if p.Mode != WorkspaceWrite {
+		return fmt.Errorf("caches in %s mode", p.Mode)
+	}
+	if err := checkClean(p.CacheStore); err != nil {
+		return fmt.Errorf("cache store: %v", err)
+	}
+	if r := rootOf(p.WritableRoots, p.CacheStore); r != "" {
+		return fmt.Errorf("cache store %q lies in the writable root %q", p.CacheStore, r)
+	}
+	for _, c := range p.Caches {
+		if err := checkClean(c); err != nil {
+			return fmt.Errorf("cache: %v", err)
+		}
+		for _, r := range append([]string{p.CacheStore}, p.WritableRoots...) {
+			if Within(c, r) || Within(r, c) {
+				return fmt.Errorf("cache %q overlaps %q", c, r)
+			}
+		}
 	}
 	return nil
 }

@@ -45,7 +45,12 @@ import (
 //
 // ov, when not nil, is a transaction's overlay: mounted first, over its root,
 // so that every later step acts on what the command sees.
-func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay) ([]string, error) {
+//
+// caches are the toolchain caches' overlays (modes.Policy.Caches), mounted
+// next, each with its Landlock rules. One that cannot be mounted is left
+// out, with its rules (the runner says which were mounted): the cache
+// stays read-only.
+func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay, caches []Overlay) ([]string, error) {
 	var t []string
 	mount := func(src, tgt, fstype string, flags uintptr, mode string) {
 		t = append(t, "m", src, tgt, fstype, strconv.FormatUint(uint64(flags), 10), mode)
@@ -74,6 +79,16 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay) 
 		// (it may lie in a writable root, /tmp say).
 		t = append(t, "md", "tmpfs", ov.Dir, "tmpfs", strconv.FormatUint(maskFlags, 10), "hard", "mode=0700,size=4k,nr_inodes=16")
 		checks = append(checks, ov.Dir)
+	}
+	for _, c := range caches {
+		data, err := c.options()
+		if err != nil {
+			return nil, err
+		}
+		t = append(t, "md", "overlay", c.Root, "overlay", strconv.FormatUint(unix.MS_NOSUID|unix.MS_NODEV, 10), "cache", data)
+		for _, r := range c.Rules {
+			t = append(t, "l", r.Path, strconv.FormatUint(r.Access, 10))
+		}
 	}
 	for _, w := range p.WritableRoots {
 		flags, err := keptFlags(w)
@@ -201,8 +216,9 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay) 
 	return t, nil
 }
 
-// Overlay is a transaction's overlay (see sandbox/transaction): Root, a
-// writable root, is both its lower layer and where it is mounted; the
+// Overlay is a transaction's overlay (see sandbox/transaction) or a
+// toolchain cache's (Dir, WorkFD and UpperFD unset): Root, a writable root
+// or a cache, is both its lower layer and where it is mounted; the
 // command's writes there land in Upper. Rules are the Landlock rules on Root
 // and beneath it (landlock.Ruleset.Beneath), added again on the overlay's
 // inodes; Dir, the transaction's directory (Upper and Work lie in it), is

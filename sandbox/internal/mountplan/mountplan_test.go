@@ -80,7 +80,7 @@ func TestMountPlan(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755))
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
-	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil)
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil, nil)
 	require.NoError(t, err)
 	ops, checks := parsePlan(t, toks)
 
@@ -149,7 +149,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
 	ll := landlock.MountAccessOf(7)
-	toks, err := Plan(p, ll, Masks(p), nil)
+	toks, err := Plan(p, ll, Masks(p), nil, nil)
 	require.NoError(t, err)
 	ops, checks, data, rules := parsePlanAll(t, toks)
 	index := func(match func(planOp) bool) int {
@@ -213,7 +213,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	assert.NotContains(t, globals, "/proc/1")
 
 	// Without Landlock, no rules.
-	toks, err = Plan(p, landlock.MountAccess{}, Masks(p), nil)
+	toks, err = Plan(p, landlock.MountAccess{}, Masks(p), nil, nil)
 	require.NoError(t, err)
 	_, _, _, rules = parsePlanAll(t, toks)
 	assert.Empty(t, rules)
@@ -241,7 +241,7 @@ func TestPlanMasks(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("machine x"), 0o600))
 	p := modes.Policy{Mode: modes.ReadOnly, Workspace: base, DenyRead: []string{dir, file, missing}}
 	assert.Equal(t, []string{dir, file}, Masks(p))
-	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil)
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil, nil)
 	require.NoError(t, err)
 	ops, checks, data, _ := parsePlanAll(t, toks)
 	var onDir, onFile []planOp
@@ -282,7 +282,7 @@ func TestMountPlanOverlay(t *testing.T) {
 	require.NoError(t, err)
 	ov := &Overlay{Root: p.Workspace, Upper: tx + "/upper", Work: tx + "/work", Dir: tx,
 		Rules: []landlock.Rule{{Path: p.Workspace, Access: 7}}}
-	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), ov)
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), ov, nil)
 	require.NoError(t, err)
 	ops, checks, data, rules := parsePlanAll(t, toks)
 	require.GreaterOrEqual(t, len(ops), 3)
@@ -296,7 +296,7 @@ func TestMountPlanOverlay(t *testing.T) {
 	assert.Equal(t, "md", toks[i-7], "the rule follows the overlay's step: %v", toks[:i+3])
 
 	for _, bad := range []string{"/a,b", "/a:b", `/a\b`, "/a\nb", "rel"} {
-		_, err := Plan(p, landlock.MountAccess{}, nil, &Overlay{Root: p.Workspace, Upper: bad, Work: tx + "/work", Dir: tx})
+		_, err := Plan(p, landlock.MountAccess{}, nil, &Overlay{Root: p.Workspace, Upper: bad, Work: tx + "/work", Dir: tx}, nil)
 		assert.ErrorContains(t, err, "cannot be an overlay layer", bad)
 	}
 }

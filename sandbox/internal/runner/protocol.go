@@ -101,6 +101,10 @@ type Msg struct {
 	NetNS int `json:"netns,omitempty"`
 	// IPCNS (listener): 1 when the command has an IPC namespace of its own.
 	IPCNS int `json:"ipcns,omitempty"`
+	// Caches (listener, ready): a character per toolchain cache overlay of
+	// the mount plan, in its order: '1' mounted, anything else not (the
+	// cache stays read-only).
+	Caches string `json:"caches,omitempty"`
 }
 
 type closedError struct{}

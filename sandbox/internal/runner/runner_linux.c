@@ -88,6 +88,10 @@ static char reasons[4096];
 static int ns_user, ns_mount, ns_pid, ns_net, ns_ipc, ns_uts;
 static char ns_error[512];
 
+// caches: a character per toolchain cache overlay of the mount plan, '1'
+// mounted, '0' not (reported in the listener and ready messages).
+static char caches[129];
+
 
 // json_str appends s to out as a JSON string literal.
 static void json_str(char *out, size_t cap, const char *s) {
@@ -204,6 +208,9 @@ static int no_dev(const char *path) {
 // a restriction or neutral, so a partial view is never looser than none).
 static int apply_mounts(int from, int *fresh_proc, int ruleset) {
 	int ok = 1;
+	// skip_rules: the last mount was a cache overlay that failed, so the
+	// Landlock rules that follow it (on its inodes) are not added.
+	int skip_rules = 0;
 	for (int i = from; i < ntok; i++) {
 		int md = strcmp(tok[i], "md") == 0;
 		if ((md || strcmp(tok[i], "m") == 0) && i + 5 + md < ntok) {
@@ -211,13 +218,24 @@ static int apply_mounts(int from, int *fresh_proc, int ruleset) {
 			const char *src = tok[i + 1], *tgt = tok[i + 2], *fs = tok[i + 3], *mode = tok[i + 5];
 			const char *data = md ? tok[i + 6] : NULL;
 			unsigned long flags = strtoul(tok[i + 4], NULL, 10);
+			int cache = strcmp(mode, "cache") == 0;
 			i += 5 + md;
+			skip_rules = 0;
 			if (strcmp(mode, "proc") == 0 && !ns_pid) continue;
 			if (mount(*src ? src : NULL, tgt, *fs ? fs : NULL, flags, data) == 0) {
 				if (strcmp(mode, "proc") == 0) *fresh_proc = 1;
+				if (cache) strncat(caches, "1", sizeof caches - strlen(caches) - 1);
 				continue;
 			}
 			int e = errno;
+			if (cache) {
+				// A toolchain cache without its overlay stays read-only
+				// (as outside every writable root): less convenient,
+				// never looser.
+				strncat(caches, "0", sizeof caches - strlen(caches) - 1);
+				skip_rules = 1;
+				continue;
+			}
 			if (strcmp(mode, "proc") == 0) {
 				add_reason("no fresh /proc: %s", strerror(e));
 				continue;
@@ -243,7 +261,7 @@ static int apply_mounts(int from, int *fresh_proc, int ruleset) {
 			const char *path = tok[i + 1];
 			unsigned long long access = strtoull(tok[i + 2], NULL, 10);
 			i += 2;
-			if (ruleset < 0) continue;
+			if (ruleset < 0 || skip_rules) continue;
 			struct landlock_path_beneath {
 				unsigned long long allowed_access;
 				int parent_fd;
@@ -936,12 +954,12 @@ static void nest_signal_scope(void) {
 // It returns 0, the errno of a refused sendmsg, or 255 when the supervisor
 // did not acknowledge (gone).
 static int send_listener(int lfd, int mount_view) {
-	char lm[160], ack[64];
+	char lm[384], ack[64];
 	// The supervisor learns whether the command has a mount view now,
 	// before any notification: without one it refuses what Landlock cannot
 	// see (ioctl-only opens, truncation below ABI 3, openat2).
-	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":-1,\"mount_view\":%d,\"netns\":%d,\"ipcns\":%d}", mount_view ? 1 : 0,
-	         ns_net ? 1 : 0, ns_ipc ? 1 : 0);
+	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":-1,\"mount_view\":%d,\"netns\":%d,\"ipcns\":%d,\"caches\":\"%s\"}",
+	         mount_view ? 1 : 0, ns_net ? 1 : 0, ns_ipc ? 1 : 0, mount_view ? caches : "");
 	struct iovec iov = {.iov_base = lm, .iov_len = strlen(lm)};
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	memset(cbuf, 0, sizeof cbuf);
@@ -1384,7 +1402,9 @@ static void runner_main(char **argv) {
 	         B(confine), B(notify), B(nproc), (int)child);
 #undef B
 	json_str(msg, sizeof msg - 2, ns_error);
-	strcat(msg, "},\"detail\":");
+	strcat(msg, "},\"caches\":");
+	json_str(msg, sizeof msg - 2, mount_view ? caches : "");
+	strcat(msg, ",\"detail\":");
 	json_str(msg, sizeof msg - 2, reasons);
 	strcat(msg, "}");
 	if (send_msg(msg) < 0) {

@@ -1,0 +1,139 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// cacheScript is what a command does to the home's toolchain caches and
+// programs: rewrites an entry of the user's build cache, adds one, removes
+// one, and tries to write the user's files through the cache (a symlink to
+// ~/.bashrc), to move the cache away, and to write the user's ~/go/bin.
+const cacheScript = `
+c=~/.cache/go-build
+try() { if "$@" 2>/dev/null; then echo "$1 ok"; else echo "$1 failed"; fi; }
+echo planted > $c/user-entry && echo rewrite ok
+echo new > $c/new-entry && echo add ok
+rm $c/other && echo remove ok
+ln -s ~/.bashrc $c/link && echo link ok
+(echo evil >> $c/link) 2>/dev/null && echo "through link ok" || echo "through link failed"
+try mv $c ~/.cache/moved
+(echo evil > ~/go/bin/tool) 2>/dev/null && echo "bin ok" || echo "bin failed"
+`
+
+// cacheHome makes a home with a warm Go build cache and a program in
+// ~/go/bin, outside every writable root.
+func cacheHome(t *testing.T, id identity) identity {
+	t.Helper()
+	id = withHome(t, id)
+	for _, d := range []string{".cache", ".cache/go-build", "go", "go/bin"} {
+		id.mkdirAt(t, filepath.Join(id.home, d))
+	}
+	id.writeOwned(t, filepath.Join(id.home, ".cache/go-build/user-entry"), "mine\n", 0o644)
+	id.writeOwned(t, filepath.Join(id.home, ".cache/go-build/other"), "other\n", 0o644)
+	id.writeOwned(t, filepath.Join(id.home, "go/bin/tool"), "#!/bin/sh\necho user tool\n", 0o755)
+	id.writeOwned(t, filepath.Join(id.home, ".bashrc"), "# mine\n", 0o644)
+	return id
+}
+
+// TestCachesOverlay: under workspace-write a command writes the toolchain
+// caches through an overlay: what it changes there is seen by the next
+// command, never by the user's cache; it cannot reach the user's files
+// through a cache, move one, or write the user's programs (~/go/bin);
+// `caches clean` gives the user's cache back; --no-caches leaves the caches
+// read-only (EROFS, a fact). On a host without a mount view the caches stay
+// read-only the same way.
+func TestCachesOverlay(t *testing.T) {
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
+		id = cacheHome(t, id)
+		ws := id.workspace(t)
+		before := userFiles(t, id.home)
+		run := func(script string, flags ...string) result {
+			return id.run(t, runOpts{Wrap: h.wrap(), Flags: append(sandboxFlags("workspace-write", ws), flags...), Argv: bash(script), Dir: ws})
+		}
+		r := run(cacheScript)
+		require.Equal(t, 0, r.Exit, r.String())
+		rep := requireReport(t, r)
+		assert.Contains(t, r.Stdout, "through link failed")
+		assert.Contains(t, r.Stdout, "mv failed")
+		assert.Contains(t, r.Stdout, "bin failed")
+		assert.Equal(t, before, userFiles(t, id.home), "the user's caches, programs and dotfiles")
+
+		if !h.onHost().mountView() {
+			// No mount view: read-only, as outside every writable root.
+			assert.Empty(t, rep.Enforcement.Caches)
+			assert.NotContains(t, r.Stdout, "rewrite ok")
+			assert.NotContains(t, r.Stdout, "add ok")
+			requireDenial(t, r, "workspace-write", "write", filepath.Join(id.home, ".cache/go-build/new-entry"))
+			return
+		}
+		assert.Contains(t, rep.Enforcement.Caches, filepath.Join(id.home, ".cache/go-build"))
+		assert.Empty(t, filterPrefix(rep.Enforcement.Caches, filepath.Join(id.home, "go/")), "~/go/pkg does not exist: no module cache is made")
+		for _, s := range []string{"rewrite ok", "add ok", "remove ok", "link ok"} {
+			assert.Contains(t, r.Stdout, s)
+		}
+		assert.Empty(t, rep.Changes, "a cache's changes are the sandbox's, not the command's")
+
+		// The next command sees what the first one left.
+		r = run(`c=~/.cache/go-build; cat $c/user-entry $c/new-entry; ls $c`)
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, "planted\nnew\nlink\nnew-entry\nuser-entry\n", r.Stdout)
+
+		// --no-caches: read-only.
+		r = run(`echo x > ~/.cache/go-build/x`, "--no-caches")
+		assert.NotEqual(t, 0, r.Exit, r.String())
+		assert.Contains(t, r.Stderr, "Read-only file system")
+		assert.Empty(t, requireReport(t, r).Enforcement.Caches)
+		requireDenial(t, r, "workspace-write", "write", filepath.Join(id.home, ".cache/go-build/x"))
+
+		// caches clean: the user's cache again.
+		c := id.run(t, runOpts{Argv: nil, Flags: []string{"caches", "clean"}, NoReport: true})
+		require.Equal(t, 0, c.Exit, c.String())
+		assert.Equal(t, "cleaned "+filepath.Join(id.home, ".local/state/dsh-sandbox/caches")+"\n", c.Stdout)
+		r = run(`c=~/.cache/go-build; cat $c/user-entry; ls $c`)
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, "mine\nother\nuser-entry\n", r.Stdout)
+		assert.Equal(t, before, userFiles(t, id.home))
+	})
+}
+
+// filterPrefix keeps the entries of list that start with one of prefixes.
+func filterPrefix(list []string, prefixes ...string) []string {
+	var out []string
+	for _, s := range list {
+		for _, p := range prefixes {
+			if strings.HasPrefix(s, p) {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestCacheStoreRefused: a cache store in a writable root (where any
+// confined command could plant what later ones build with) is refused
+// before anything runs, in one line; so is a relative one.
+func TestCacheStoreRefused(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		id = withHome(t, id)
+		ws := id.workspace(t)
+		for _, c := range []struct{ store, want string }{
+			{filepath.Join(ws, "store"), "lies in the writable root /tmp"}, // the workspace lies in /tmp
+			{"store", "is not an absolute path"},
+		} {
+			r := id.run(t, runOpts{Flags: append(sandboxFlags("workspace-write", ws), "--cache-dir", c.store), Argv: bash("touch ran"), Dir: ws})
+			requireSetupRefused(t, r)
+			assert.Contains(t, r.Stderr, "cannot use cache store")
+			assert.Contains(t, r.Stderr, c.want)
+			requireAbsent(t, filepath.Join(ws, "ran"))
+			_, err := os.Stat(filepath.Join(ws, "store"))
+			assert.True(t, os.IsNotExist(err), "the store was not made")
+		}
+	})
+}

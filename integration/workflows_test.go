@@ -1,0 +1,255 @@
+package integration
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// withHome is id with a fresh home of its own, outside every writable root
+// (the toolchain caches of a home in a writable root are writable as they
+// are, and not the subject here), under /var/tmp: a disk filesystem in the
+// VM guests too, where an overlay's upper layer can live (not the guest's
+// tmpfs-backed root).
+func withHome(t *testing.T, id identity) identity {
+	t.Helper()
+	id.home = id.mkdirOwned(t, "/var/tmp", "dsh-it-home-")
+	return id
+}
+
+// userFiles hashes every file and symlink under home, less the sandbox's
+// own state (its cache store among it): what the user's unconfined tools
+// read later. Directories are left out: the sandbox makes a missing cache
+// directory, empty, as a mount point.
+func userFiles(t *testing.T, home string) string {
+	t.Helper()
+	var lines []string
+	require.NoError(t, filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(home, p)
+		if rel == ".local/state/dsh-sandbox" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			return nil
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s %v %d", rel, fi.Mode(), fi.Size())
+		if fi.Mode().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			line += fmt.Sprintf(" %x", sha256.Sum256(b))
+		} else if fi.Mode()&os.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			line += " -> " + target
+		}
+		lines = append(lines, line)
+		return nil
+	}))
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// hostRun runs argv unconfined as id in dir (seeding a warm cache, say).
+func hostRun(t *testing.T, id identity, dir string, env []string, argv ...string) string {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.SysProcAttr = id.env(env...), dir, id.sysProcAttr()
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%q: %s", argv, out)
+	return string(out)
+}
+
+// requireCaches checks that the report lists the home's cache dirs among
+// those the command wrote through an overlay.
+func requireCaches(t *testing.T, rep *Report, home string, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		assert.Contains(t, rep.Enforcement.Caches, filepath.Join(home, d), "the overlaid caches")
+	}
+}
+
+func goBinary(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/local/go/bin/go"); err == nil {
+		return "/usr/local/go/bin/go"
+	}
+	t.Skip("!!! go not installed: test NOT RUN")
+	return ""
+}
+
+// TestWorkflowGo: go test (with an httptest server on the loopback) and go
+// build in workspace-write, default flags, a warm build cache in the home:
+// both pass, the test result is cached by the next command (the sandbox's
+// cache is kept across commands), and the user's cache is as it was.
+func TestWorkflowGo(t *testing.T) {
+	goBin := goBinary(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		id = withHome(t, id)
+		ws := id.workspace(t)
+		id.writeOwned(t, filepath.Join(ws, "go.mod"), "module example.com/wf\n\ngo 1.21\n", 0o644)
+		id.writeOwned(t, filepath.Join(ws, "main.go"), "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"built go\") }\n", 0o644)
+		id.writeOwned(t, filepath.Join(ws, "srv_test.go"), `package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestServer(t *testing.T) {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") }))
+	defer s.Close()
+	r, err := http.Get(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	if string(b) != "pong" {
+		t.Fatalf("got %q", b)
+	}
+}
+`, 0o644)
+		env := []string{"GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off", "CGO_ENABLED=0", "GOTELEMETRY=off"}
+		// The user's warm cache: the standard library built once, outside.
+		hostRun(t, id, ws, env, goBin, "build", "-o", "/dev/null", ".")
+		before := userFiles(t, id.home)
+
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash(goBin + " test ./... && " + goBin + " build -o prog . && ./prog"),
+			Env: env, Dir: ws, Timeout: 5 * time.Minute})
+		requireExit(t, r, 0)
+		assert.Contains(t, r.Stdout, "ok  \texample.com/wf")
+		assert.Contains(t, r.Stdout, "built go")
+		requireCaches(t, requireReport(t, r), id.home, ".cache/go-build")
+
+		r = id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: []string{goBin, "test", "./..."}, Env: env, Dir: ws, Timeout: 5 * time.Minute})
+		requireExit(t, r, 0)
+		assert.Contains(t, r.Stdout, "(cached)", "the first command's test result, kept in the sandbox's cache")
+		assert.Equal(t, before, userFiles(t, id.home), "the user's own cache and dotfiles")
+	})
+}
+
+// npmTarball is a package's .tgz as npm pack makes it.
+func npmTarball(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, body := range files {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "package/" + name, Mode: 0o644, Size: int64(len(body)), ModTime: time.Unix(1e9, 0)}))
+		_, err := tw.Write([]byte(body))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	require.NoError(t, gz.Close())
+	return buf.Bytes()
+}
+
+// TestWorkflowNpm: npm install of a local tarball, then the package is
+// required, in workspace-write with default flags; npm's cache and logs
+// go to the sandbox's overlay of ~/.npm, not to the user's.
+func TestWorkflowNpm(t *testing.T) {
+	for _, tool := range []string{"npm", "node"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("!!! %s not installed (make test-deps): test NOT RUN", tool)
+		}
+	}
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		id = withHome(t, id)
+		ws := id.workspace(t)
+		id.writeOwned(t, filepath.Join(ws, "package.json"), `{"name":"app","version":"1.0.0"}`, 0o644)
+		id.writeOwned(t, filepath.Join(ws, "wfpkg-1.0.0.tgz"), string(npmTarball(t, map[string]string{
+			"package.json": `{"name":"wfpkg","version":"1.0.0","main":"index.js"}`,
+			"index.js":     `exports.hi = "hi from wfpkg";`,
+		})), 0o644)
+		id.mkdirAt(t, filepath.Join(id.home, ".npm"))
+		id.writeOwned(t, filepath.Join(id.home, ".npm", "user-file"), "mine\n", 0o644)
+		before := userFiles(t, id.home)
+
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws),
+			Argv: bash(`npm install --no-audit --no-fund --no-update-notifier ./wfpkg-1.0.0.tgz && node -e 'console.log(require("wfpkg").hi)'`),
+			Dir:  ws, Timeout: 3 * time.Minute})
+		requireExit(t, r, 0)
+		assert.Contains(t, r.Stdout, "hi from wfpkg")
+		requireCaches(t, requireReport(t, r), id.home, ".npm")
+		for _, d := range requireReport(t, r).Denials {
+			assert.NotContains(t, d.Path, id.home, "a denial in the home: %+v", d)
+		}
+		assert.Equal(t, before, userFiles(t, id.home), "the user's own cache and dotfiles")
+	})
+}
+
+// pyWheel is a pure-Python wheel of one module.
+func pyWheel(t *testing.T, name, version, module string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	info := name + "-" + version + ".dist-info/"
+	files := [][2]string{
+		{name + "/__init__.py", module},
+		{info + "METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
+		{info + "WHEEL", "Wheel-Version: 1.0\nGenerator: dsh-sandbox-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	record := ""
+	for _, f := range files {
+		w, err := zw.Create(f[0])
+		require.NoError(t, err)
+		_, err = w.Write([]byte(f[1]))
+		require.NoError(t, err)
+		record += f[0] + ",,\n"
+	}
+	w, err := zw.Create(info + "RECORD")
+	require.NoError(t, err)
+	_, err = w.Write([]byte(record + info + "RECORD,,\n"))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// TestWorkflowPipVenv: a venv made in the workspace, a local wheel
+// installed into it with pip, the package imported, in workspace-write with
+// default flags; pip's cache is the sandbox's overlay of ~/.cache/pip.
+func TestWorkflowPipVenv(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import venv, ensurepip").Run(); err != nil {
+		t.Skipf("!!! python3 with venv and ensurepip not installed (make test-deps): test NOT RUN (%v)", err)
+	}
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		id = withHome(t, id)
+		ws := id.workspace(t)
+		id.writeOwned(t, filepath.Join(ws, "wfpkg-0.1-py3-none-any.whl"), string(pyWheel(t, "wfpkg", "0.1", "hi = 'hi from wfpkg'\n")), 0o644)
+		before := userFiles(t, id.home)
+
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws),
+			Argv: bash(`python3 -m venv .venv && .venv/bin/pip install --no-index --disable-pip-version-check ./wfpkg-0.1-py3-none-any.whl && .venv/bin/python -c 'import wfpkg; print(wfpkg.hi)'`),
+			Dir:  ws, Timeout: 3 * time.Minute})
+		requireExit(t, r, 0)
+		assert.Contains(t, r.Stdout, "hi from wfpkg")
+		requireCaches(t, requireReport(t, r), id.home, ".cache/pip")
+		assert.Equal(t, before, userFiles(t, id.home), "the user's own cache and dotfiles")
+	})
+}

@@ -1,0 +1,249 @@
+package cachestore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// Limit is the store's size bound: above it, Open empties every entry no
+// command holds.
+const Limit = 8 << 30
+
+// measureEvery is how often Open measures the store.
+const measureEvery = time.Hour
+
+// Layer is one cache's overlay: Dir, the user's cache (the lower layer and
+// where the overlay is mounted), and Upper and Work in the store.
+type Layer struct {
+	Dir, Upper, Work string
+}
+
+// Store holds the locks of the entries a command mounts.
+type Store struct {
+	locks []*os.File
+}
+
+// Close releases the entries.
+func (s *Store) Close() error {
+	if s == nil {
+		return nil
+	}
+	for _, l := range s.locks {
+		l.Close()
+	}
+	s.locks = nil
+	return nil
+}
+
+// entry is the directory of cache dir in store: its path, flattened, and a
+// hash of it (two paths never share one).
+func entry(store, dir string) string {
+	sum := sha256.Sum256([]byte(dir))
+	name := strings.ReplaceAll(strings.TrimPrefix(dir, "/"), "/", "_")
+	if len(name) > 64 {
+		name = name[len(name)-64:]
+	}
+	return filepath.Join(store, name+"-"+hex.EncodeToString(sum[:6]))
+}
+
+// Open prepares p's caches for one command (see the package doc): the
+// layers to mount, and the Store to close once the command is gone. A
+// policy without caches gives none.
+func Open(p modes.Policy) (*Store, []Layer, error) {
+	if len(p.Caches) == 0 {
+		return nil, nil, nil
+	}
+	if err := os.MkdirAll(p.CacheStore, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("cache store: %w", err)
+	}
+	if due(p.CacheStore) {
+		if n, err := Usage(p.CacheStore); err == nil && n > Limit {
+			_, _ = Clean(p.CacheStore)
+		}
+	}
+	s := &Store{}
+	var layers []Layer
+	for _, dir := range p.Caches {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			continue // it stays as it is
+		}
+		e := entry(p.CacheStore, dir)
+		l := Layer{Dir: dir, Upper: filepath.Join(e, "upper"), Work: filepath.Join(e, "work")}
+		if err := os.MkdirAll(l.Upper, 0o700); err != nil {
+			s.Close()
+			return nil, nil, fmt.Errorf("cache store: %w", err)
+		}
+		if err := os.MkdirAll(l.Work, 0o700); err != nil {
+			s.Close()
+			return nil, nil, fmt.Errorf("cache store: %w", err)
+		}
+		lock, err := lockEntry(e)
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			continue // another command's overlay is live on it
+		}
+		if err != nil {
+			s.Close()
+			return nil, nil, fmt.Errorf("cache store: %w", err)
+		}
+		s.locks = append(s.locks, lock)
+		layers = append(layers, l)
+	}
+	return s, layers, nil
+}
+
+// lockEntry takes entry e's lock, without waiting.
+func lockEntry(e string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(e, ".lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// due reports whether the store was last measured over measureEvery ago,
+// and marks it measured now.
+func due(store string) bool {
+	stamp := filepath.Join(store, ".measured")
+	st, err := os.Lstat(stamp)
+	if err == nil && time.Since(st.ModTime()) < measureEvery {
+		return false
+	}
+	if f, err := os.OpenFile(stamp, os.O_WRONLY|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600); err == nil {
+		f.Close()
+	}
+	now := time.Now()
+	_ = os.Chtimes(stamp, now, now)
+	return true
+}
+
+// Usage returns the disk space the store's entries take, in bytes.
+func Usage(store string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(store, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == store {
+				return err
+			}
+			return nil // a directory a command made unreadable: not counted
+		}
+		var st unix.Stat_t
+		if unix.Lstat(path, &st) == nil {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// Clean empties every entry of store that no command holds, and returns
+// how many it left because a command holds them.
+func Clean(store string) (busy int, err error) {
+	ents, err := os.ReadDir(store)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range ents {
+		if !d.IsDir() || d.Type()&fs.ModeSymlink != 0 {
+			continue
+		}
+		e := filepath.Join(store, d.Name())
+		lock, lerr := lockEntry(e)
+		if errors.Is(lerr, unix.EWOULDBLOCK) {
+			busy++
+			continue
+		}
+		if lerr != nil {
+			err = errors.Join(err, lerr)
+			continue
+		}
+		// Locked: no command's overlay is live on it, so nothing writes
+		// in it while it goes.
+		err = errors.Join(err, removeContents(e, "upper"), removeContents(e, "work"))
+		lock.Close()
+	}
+	return busy, err
+}
+
+// removeContents removes the entry's directory name and everything in it,
+// then makes it again, empty.
+func removeContents(e, name string) error {
+	dfd, err := unix.Open(e, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", e, err)
+	}
+	defer unix.Close(dfd)
+	if err := removeAt(dfd, name); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(e, name), err)
+	}
+	return unix.Mkdirat(dfd, name, 0o700)
+}
+
+// removeAt removes name in directory dfd and everything beneath it,
+// through descriptors and never through a symlink. A directory the
+// command left without rights for its owner (an overlay's work/work is
+// made mode 0) gets them first.
+func removeAt(dfd int, name string) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return ignoreMissing(unix.Unlinkat(dfd, name, 0))
+	}
+	if st.Mode&0o700 != 0o700 {
+		// Fstatat said a directory, and no command runs in the entry
+		// (its lock is held): nothing can swap it for a link.
+		if err := unix.Fchmodat(dfd, name, 0o700, 0); err != nil {
+			return err
+		}
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	for _, n := range names {
+		if err := removeAt(fd, n); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	f.Close()
+	return ignoreMissing(unix.Unlinkat(dfd, name, unix.AT_REMOVEDIR))
+}
+
+func ignoreMissing(err error) error {
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	return err
+}
