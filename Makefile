@@ -249,6 +249,7 @@ bench: bench-deps build
 	bash bench/workloads.sh
 	bash bench/executor.sh
 	bash bench/egress.sh
+	bash bench/caches.sh
 
 clean:
 	rm -rf bin bench/results

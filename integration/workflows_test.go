@@ -102,8 +102,8 @@ func goBinary(t *testing.T) string {
 	return ""
 }
 
-// TestWorkflowGo: go test (with an httptest server on the loopback) and go
-// build in workspace-write, default flags, a warm build cache in the home:
+// TestWorkflowGo: go test (with a server on the loopback) and go build in
+// workspace-write, default flags, a warm build cache in the home:
 // both pass, the test result is cached by the next command (the sandbox's
 // cache is kept across commands), and the user's cache is as it was.
 func TestWorkflowGo(t *testing.T) {
@@ -117,27 +117,39 @@ func TestWorkflowGo(t *testing.T) {
 
 import (
 	"io"
-	"net/http"
-	"net/http/httptest"
+	"net"
 	"testing"
 )
 
+// A server on the loopback, as a test database or httptest's (net/http
+// itself would take the VM guests minutes to build).
 func TestServer(t *testing.T) {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "pong") }))
-	defer s.Close()
-	r, err := http.Get(s.URL)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(r.Body)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.WriteString(c, "pong")
+			c.Close()
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c)
 	if string(b) != "pong" {
 		t.Fatalf("got %q", b)
 	}
 }
 `, 0o644)
 		env := []string{"GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off", "CGO_ENABLED=0", "GOTELEMETRY=off"}
-		// The user's warm cache: the standard library built once, outside.
-		hostRun(t, id, ws, env, goBin, "build", "-o", "/dev/null", ".")
+		// The user's warm cache: the packages and their test built once,
+		// outside.
+		hostRun(t, id, ws, env, goBin, "test", "-c", "-o", "/dev/null", ".")
 		before := userFiles(t, id.home)
 
 		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash(goBin + " test ./... && " + goBin + " build -o prog . && ./prog"),
@@ -251,5 +263,39 @@ func TestWorkflowPipVenv(t *testing.T) {
 		assert.Contains(t, r.Stdout, "hi from wfpkg")
 		requireCaches(t, requireReport(t, r), id.home, ".cache/pip")
 		assert.Equal(t, before, userFiles(t, id.home), "the user's own cache and dotfiles")
+	})
+}
+
+// TestWorkflowGitAndServer: git branches, commits, a worktree and a stash
+// in the workspace's repository, and a test server started in the
+// background on the sandbox's own loopback and polled with curl, in one
+// workspace-write command with default flags: all pass, with no denial.
+func TestWorkflowGitAndServer(t *testing.T) {
+	for _, tool := range []string{"git", "curl", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("!!! %s not installed (make test-deps): test NOT RUN", tool)
+		}
+	}
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		id = withHome(t, id)
+		ws := id.workspace(t)
+		id.git(t, ws, "init", "-q", "-b", "main")
+		id.writeOwned(t, filepath.Join(ws, "f"), "a\n", 0o644)
+		id.git(t, ws, "add", "f")
+		id.git(t, ws, "commit", "-q", "-m", "f")
+		before := userFiles(t, id.home)
+
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Env: gitEnv, Dir: ws, Timeout: 3 * time.Minute, Argv: bash(`set -e
+git checkout -q -b feature && echo b >> f && git commit -qam wip
+git worktree add -q wt main && cat wt/f
+echo c >> f && git stash -q && git stash list | wc -l
+python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &
+for i in $(seq 1 600); do curl -sf http://127.0.0.1:8765/f && break; sleep 0.1; done
+kill %1`)})
+		requireExit(t, r, 0)
+		assert.Equal(t, "a\n1\na\nb\n", r.Stdout, "the worktree's f, one stash, then f served")
+		assert.Empty(t, requireReport(t, r).Denials)
+		assert.Equal(t, "feature\n", id.git(t, ws, "branch", "--show-current"))
+		assert.Equal(t, before, userFiles(t, id.home))
 	})
 }

@@ -59,13 +59,20 @@ func entry(store, dir string) string {
 
 // Open prepares p's caches for one command (see the package doc): the
 // layers to mount, and the Store to close once the command is gone. A
-// policy without caches gives none.
+// policy without caches gives none, and so does a store on an overlay.
 func Open(p modes.Policy) (*Store, []Layer, error) {
 	if len(p.Caches) == 0 {
 		return nil, nil, nil
 	}
 	if err := os.MkdirAll(p.CacheStore, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("cache store: %w", err)
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(p.CacheStore, &sfs); err == nil && sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+		// An overlay takes no upper layer on an overlay (a container's
+		// root filesystem, say): the caches stay read-only, and no
+		// mount is tried (the kernel would log each refusal).
+		return nil, nil, nil
 	}
 	if due(p.CacheStore) {
 		if n, err := Usage(p.CacheStore); err == nil && n > Limit {

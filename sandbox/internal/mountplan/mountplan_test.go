@@ -300,3 +300,35 @@ func TestMountPlanOverlay(t *testing.T) {
 		assert.ErrorContains(t, err, "cannot be an overlay layer", bad)
 	}
 }
+
+// The toolchain caches' overlays come after a transaction's, each in mode
+// "cache" (the runner leaves out one that fails, with its rules) and
+// followed by its own rules; a layer an overlay cannot name is refused.
+func TestMountPlanCaches(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "dsh-plan-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ws, store := filepath.Join(base, "ws"), filepath.Join(base, "store")
+	require.NoError(t, os.MkdirAll(ws, 0o755))
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	require.NoError(t, err)
+	caches := []Overlay{
+		{Root: base + "/home/.npm", Upper: store + "/npm/upper", Work: store + "/npm/work", Rules: []landlock.Rule{{Path: base + "/home/.npm", Access: 5}}},
+		{Root: base + "/home/.cache/pip", Upper: store + "/pip/upper", Work: store + "/pip/work"},
+	}
+	ov := &Overlay{Root: p.Workspace, Upper: base + "/tx/upper", Work: base + "/tx/work", Dir: base + "/tx"}
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), ov, caches)
+	require.NoError(t, err)
+	ops, _, data, rules := parsePlanAll(t, toks)
+	require.GreaterOrEqual(t, len(ops), 5)
+	assert.Equal(t, planOp{"overlay", p.Workspace, "overlay", unix.MS_NOSUID | unix.MS_NODEV, "hard"}, ops[1])
+	assert.Equal(t, planOp{"overlay", caches[0].Root, "overlay", unix.MS_NOSUID | unix.MS_NODEV, "cache"}, ops[3])
+	assert.Equal(t, planOp{"overlay", caches[1].Root, "overlay", unix.MS_NOSUID | unix.MS_NODEV, "cache"}, ops[4])
+	assert.Equal(t, "lowerdir="+caches[0].Root+",upperdir="+store+"/npm/upper,workdir="+store+"/npm/work,userxattr", data[caches[0].Root])
+	assert.Equal(t, []planRule{{caches[0].Root, 5}}, rules)
+	i := slices.Index(toks, caches[0].Root)
+	assert.Equal(t, []string{"l", caches[0].Root, "5", "md", "overlay", caches[1].Root}, toks[i+5:i+11], "the rule right after its overlay")
+
+	_, err = Plan(p, landlock.MountAccess{}, nil, nil, []Overlay{{Root: "/a:b", Upper: store + "/u", Work: store + "/w"}})
+	assert.ErrorContains(t, err, "cannot be an overlay layer")
+}
