@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // The command's own loopback (docs/DESIGN.md, "A loopback of its own"):
@@ -87,4 +89,51 @@ func TestOwnLoopback(t *testing.T) {
 // supervisor to bind and connect its inet sockets.
 func ownLoopback(d *degradation) bool {
 	return !d.lacks("net-namespace") && !d.lacks("seccomp-notify")
+}
+
+// ownLoopbackUDPScript sends with sendmsg and an explicit destination (as
+// libuv and Go's WriteMsgUDP do) to a UDP server on the sandbox's loopback,
+// to the host's UDP socket (argv port) and off the host.
+const ownLoopbackUDPScript = `python3 -c '
+import errno, socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+c.sendmsg([b"own"], [], 0, s.getsockname()); print("own:", s.recv(10).decode())
+for name, a in (("host", ("127.0.0.1", %d)), ("off-host", ("192.0.2.1", 9))):
+    try:
+        c.sendmsg([b"x"], [], 0, a); print(name + ": sent")
+    except OSError as e:
+        print(name + ":", errno.errorcode[e.errno])
+'`
+
+// TestOwnLoopbackUDPSendmsg: a datagram sent with sendmsg to an explicit
+// address reaches a server on the sandbox's own loopback; the host's UDP
+// socket on the loopback gets nothing (ECONNREFUSED, a fact), nor does an
+// address off the host (EACCES, a fact). Without a net namespace inet
+// sockets stay refused.
+func TestOwnLoopbackUDPSendmsg(t *testing.T) {
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
+		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		port := pc.LocalAddr().(*net.UDPAddr).Port
+		ws := id.workspace(t)
+		r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws), Argv: bash(fmt.Sprintf(ownLoopbackUDPScript, port)), Dir: ws})
+		if ownLoopback(h.d) {
+			requireExit(t, r, 0)
+			if want := "own: own\nhost: ECONNREFUSED\noff-host: EACCES\n"; r.Stdout != want {
+				t.Errorf("stdout %q, want %q (stderr %q)", r.Stdout, want, r.Stderr)
+			}
+			requireDenial(t, r, "workspace-write", "send", fmt.Sprintf("127.0.0.1:%d", port))
+			requireDenial(t, r, "workspace-write", "send", "192.0.2.1:9")
+		} else {
+			requireDenial(t, r, "workspace-write", "socket", "AF_INET")
+		}
+		_ = pc.SetReadDeadline(time.Now().Add(testtime.Scale(100 * time.Millisecond)))
+		if n, _, err := pc.ReadFrom(make([]byte, 64)); err == nil {
+			t.Errorf("the host's UDP socket got %d bytes from the sandbox", n)
+		}
+	})
 }

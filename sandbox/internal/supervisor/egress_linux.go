@@ -383,6 +383,39 @@ func (n *Notifier) sendtoInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict,
 	return errnoVerdict(err, uint64(sent)), true
 }
 
+// inetName is a sendmsg's inet destination the supervisor sends to: its
+// address as the kernel takes it, read once.
+type inetName struct {
+	name []byte
+	dest netip.AddrPort
+}
+
+// sendmsgInet decides a sendmsg's inet destination (msg_name at name, of
+// namelen bytes): in a net namespace of the command's own a local one is
+// sent to (a UDP client of a server on the sandbox's loopback: libuv,
+// Go's WriteMsgUDP); anything else is refused, as sendto's (sendtoInet).
+// A destination of another family, or none, gives the zero inetName.
+func (n *Notifier) sendmsgInet(req *seccomp.Notif, rule seccomp.Rule, name uint64, namelen int) (inetName, verdict, bool) {
+	if n.egress == nil || name == 0 || namelen <= 0 {
+		return inetName{}, verdict{}, true
+	}
+	b, v, ok := readSockaddr(req, name, uint64(namelen))
+	if !ok {
+		return inetName{}, v, v == verdict{}
+	}
+	ap, ok := sockaddrInet(b)
+	if !ok {
+		return inetName{}, verdict{}, true
+	}
+	dest := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if !n.egress.NetNS || !n.egress.local(dest) {
+		v = n.deny(rule, unix.EACCES, "", dest.String())
+		v.fact.Reason = n.egress.reason()
+		return inetName{}, v, false
+	}
+	return inetName{name: b, dest: dest}, verdict{}, true
+}
+
 // readSockaddr reads the socket address of length alen at addr from the
 // target. ok is false when it cannot: v is then the answer (EFAULT), or
 // the zero verdict for a length no inet address has (left to the caller's

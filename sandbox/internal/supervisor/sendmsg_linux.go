@@ -100,7 +100,14 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 	var sa unix.RawSockaddrUnix
 	dest := false
 	canon := ""
-	if name != 0 && namelen > 0 {
+	inet, iv, iok := n.sendmsgInet(req, rule, name, namelen)
+	if !iok {
+		return 0, iv, false
+	}
+	if inet.name != nil {
+		msg.Name = &inet.name[0]
+		msg.Namelen = uint32(len(inet.name))
+	} else if name != 0 && namelen > 0 {
 		pin, c, v, ok := n.destination(req, rule, name, namelen)
 		if !ok {
 			return 0, v, false
@@ -184,6 +191,8 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 	switch {
 	case !n.nocopy:
 		sfd, v, ok = targetFD(pid, sockfd, n.pending(req))
+	case inet.name != nil:
+		return 0, n.unemulated(rule, "", inet.dest.String(), "an inet datagram cannot be sent for the command"), false
 	case dest:
 		sfd, v, ok = n.datagramSender(req, rule, sockfd, canon)
 	default:
@@ -193,6 +202,13 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 		return 0, v, false
 	}
 	defer unix.Close(sfd)
+	if inet.name != nil && inet.dest.Addr().IsLoopback() {
+		if typ, _ := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_TYPE); typ == unix.SOCK_DGRAM && hostOnly(pid, "udp", inet.dest.Port()) {
+			v := n.deny(rule, unix.ECONNREFUSED, "", inet.dest.String())
+			v.fact.Reason = reasonOwnLoopback
+			return 0, v, false
+		}
+	}
 	var iovec unix.Iovec
 	if len(data) > 0 {
 		iovec.Base = &data[0]
