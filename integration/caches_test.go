@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // cacheScript is what a command does to the home's toolchain caches and
@@ -137,5 +140,39 @@ func TestCacheStoreRefused(t *testing.T) {
 			_, err := os.Stat(filepath.Join(ws, "store"))
 			assert.True(t, os.IsNotExist(err), "the store was not made")
 		}
+	})
+}
+
+// TestCacheHeldByAnotherCommand: while a command uses a cache's overlay (a
+// background dev server, say), the next command gets that cache read-only
+// (two overlays on one upper layer are undefined), and the cache is back
+// once the first command ended.
+func TestCacheHeldByAnotherCommand(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		id = cacheHome(t, id)
+		ws := id.workspace(t)
+		cache := filepath.Join(id.home, ".cache/go-build")
+		pr, pw, err := os.Pipe()
+		require.NoError(t, err)
+		defer pw.Close()
+		s := id.start(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash("echo held; cat >/dev/null"), Dir: ws, Stdin: pr})
+		pr.Close()
+		if err := waitOutput(s, "held", testtime.Scale(time.Minute)); err != nil {
+			s.cmd.Process.Kill()
+			t.Fatalf("the first command did not start: %v", err)
+		}
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash("echo x > ~/.cache/go-build/second"), Dir: ws})
+		assert.NotEqual(t, 0, r.Exit, r.String())
+		assert.Contains(t, r.Stderr, "Read-only file system")
+		assert.NotContains(t, requireReport(t, r).Enforcement.Caches, cache)
+
+		pw.Close()
+		first := s.wait(t, testtime.Scale(time.Minute))
+		require.Equal(t, 0, first.Exit, first.String())
+		assert.Contains(t, requireReport(t, first).Enforcement.Caches, cache)
+		r = id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash("echo x > ~/.cache/go-build/third && echo written"), Dir: ws})
+		require.Equal(t, 0, r.Exit, r.String())
+		assert.Equal(t, "written\n", r.Stdout)
+		assert.Contains(t, requireReport(t, r).Enforcement.Caches, cache)
 	})
 }
