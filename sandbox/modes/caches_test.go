@@ -22,6 +22,7 @@ func TestDeriveCaches(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(home) })
 	home, err = filepath.EvalSymlinks(home)
 	require.NoError(t, err)
+	t.Setenv("HOME", home) // this process's home: the only one with caches
 	for _, d := range []string{".npm", "go/pkg", ".cargo/bin"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(home, d), 0o755))
 	}
@@ -85,4 +86,18 @@ func TestDeriveCaches(t *testing.T) {
 		bad.WritableRoots = nil
 		assert.ErrorIs(t, bad.Validate(), ErrInvalidPolicy)
 	})
+}
+
+// TestDeriveCachesOnlyOwnHome: a command's $HOME that is not a home of
+// this process's user (a request pointing it at /etc, say) has no caches:
+// nothing is made there.
+func TestDeriveCachesOnlyOwnHome(t *testing.T) {
+	ws := t.TempDir()
+	other, err := os.MkdirTemp("/var/tmp", "dsh-modes-other-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(other) })
+	p, err := Derive(Options{Mode: WorkspaceWrite, Workspace: ws, CacheHome: other, Homes: []string{other}})
+	require.NoError(t, err)
+	assert.Empty(t, p.Caches)
+	assert.Empty(t, p.CacheStore)
 }

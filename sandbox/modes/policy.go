@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -66,7 +67,8 @@ type Options struct {
 	NoCaches   bool
 	CacheStore string
 	// CacheHome is the home whose toolchain caches the command uses (its
-	// $HOME); "": this process's $HOME.
+	// $HOME); "": this process's $HOME. Only a home of this process's user
+	// has caches: its $HOME, the passwd home of its uid, /root for root.
 	CacheHome string
 }
 
@@ -225,7 +227,10 @@ func Derive(o Options) (Policy, error) {
 	if cacheHome == "" {
 		cacheHome = os.Getenv("HOME")
 	}
-	if filepath.IsAbs(cacheHome) {
+	// Only a home of this process's user (its $HOME, its passwd entry's):
+	// the sandbox makes missing cache directories there, never where a
+	// request's $HOME happens to point.
+	if filepath.IsAbs(cacheHome) && slices.Contains(homeDirs(nil), canonicalMaybeMissing(cacheHome)) {
 		if err := p.deriveCaches(canonicalMaybeMissing(cacheHome), o); err != nil {
 			return Policy{}, err
 		}
