@@ -9,6 +9,8 @@
 // mount table, the device and /proc entries it must keep or cover). It must
 // never mount anything itself — the runner does, in its own namespace — and
 // every step it plans restricts or is neutral, so a view that fails half-way
-// is never looser than none; a path keeps its meaning inside the view (nothing
-// is moved), so the supervisor and the command agree on every path.
+// is never looser than none (a toolchain cache's overlay adds a writable
+// layer, but the sandbox's own, over a cache the command may read: no file
+// of the user's becomes writable); a path keeps its meaning inside the view
+// (nothing is moved), so the supervisor and the command agree on every path.
 package mountplan
