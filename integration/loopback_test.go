@@ -5,6 +5,7 @@ package integration
 import (
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,6 +135,48 @@ func TestOwnLoopbackUDPSendmsg(t *testing.T) {
 		_ = pc.SetReadDeadline(time.Now().Add(testtime.Scale(100 * time.Millisecond)))
 		if n, _, err := pc.ReadFrom(make([]byte, 64)); err == nil {
 			t.Errorf("the host's UDP socket got %d bytes from the sandbox", n)
+		}
+	})
+}
+
+// TestOwnLoopbackUnderAllowlist: under a network allowlist too, a command
+// in a net namespace of its own runs a server on its loopback and reaches
+// it (Landlock leaves binds to the supervisor: SupervisedBinds); the host's
+// listener stays out of reach, with a fact, and so does an address off the
+// host. Without a net namespace the server's bind is refused, with a fact
+// (TestEgressNoHostPorts).
+func TestOwnLoopbackUnderAllowlist(t *testing.T) {
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
+		if slices.Contains(hostFilters[h.d], "pidfd_getfd") {
+			requireAllowlistRefused(t, id, h.wrap())
+			return
+		}
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		port := ln.Addr().(*net.TCPAddr).Port
+		ws := id.workspace(t)
+		r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws, "--allow-domain", "example.com"),
+			Argv: bash(fmt.Sprintf(ownLoopbackScript, port)), Dir: ws, Timeout: 2 * time.Minute})
+		requireExit(t, r, 0)
+		if ownLoopback(h.d) {
+			for _, w := range []string{"own: served", "host: refused", "off-host: refused"} {
+				if !hasLine(r.Stdout, w) {
+					t.Errorf("stdout lacks %q: %q (stderr %q)", w, r.Stdout, r.Stderr)
+				}
+			}
+			requireDenial(t, r, "workspace-write", "connect", fmt.Sprintf("127.0.0.1:%d", port))
+			requireDenial(t, r, "workspace-write", "connect", "192.0.2.1:80")
+		} else {
+			if hasLine(r.Stdout, "own: served") {
+				t.Errorf("without a net namespace a server ran on the host's loopback: %q", r.Stdout)
+			}
+			requireDenial(t, r, "workspace-write", "bind", "127.0.0.1:18765")
+		}
+		if c := acceptSaw(ln); c(100 * time.Millisecond) {
+			t.Error("the host's loopback listener got a connection from the sandbox")
 		}
 	})
 }

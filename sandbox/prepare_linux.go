@@ -107,7 +107,8 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 		// writes to the protected paths, and the mount view may be missing
 		// too: Landlock leaves them out of the writable roots instead.
 		carve := !prep.notify
-		derived := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts, OwnLoopback: ownLoopback(p, prep.notify)})
+		derived := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts, OwnLoopback: ownLoopback(p, prep.notify),
+			SupervisedBinds: p.Allowlist != nil})
 		rs, err := derived.Build()
 		if err != nil {
 			return nil, err

@@ -141,6 +141,11 @@ type Options struct {
 	// only interface is its loopback (servers, tests), and the supervisor
 	// performs its binds and connects (the filter's seccomp.Spec.Inet).
 	OwnLoopback bool
+	// SupervisedBinds leaves TCP and UDP binds unhandled while the network
+	// is off: the supervisor decides every bind (an allowlist's, which
+	// needs it): in a net namespace of the command's own, servers on its
+	// loopback; without one, no port of the host's.
+	SupervisedBinds bool
 }
 
 // Carved returns the protected paths of p that CarveProtected leaves out of
@@ -209,11 +214,17 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 	rs := Ruleset{features: FeaturesOf(v), handledFS: handledFS(v)}
 	if !p.Network {
 		if v >= 4 && !o.OwnLoopback {
-			rs.handledNet |= unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+			rs.handledNet |= unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
 			rs.netPorts = o.ConnectTCP
+			if !o.SupervisedBinds {
+				rs.handledNet |= unix.LANDLOCK_ACCESS_NET_BIND_TCP
+			}
 		}
 		if v >= 10 && !o.OwnLoopback {
-			rs.handledNet |= accessNetBindUDP | accessNetConnectSendUDP
+			rs.handledNet |= accessNetConnectSendUDP
+			if !o.SupervisedBinds {
+				rs.handledNet |= accessNetBindUDP
+			}
 		}
 		if v >= 6 {
 			rs.scoped |= unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
