@@ -136,6 +136,8 @@ func (c *Cmd) Start() error {
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
 	}
+	// The toolchain caches' overlays (not for the probe's `true`, which
+	// writes nothing and must not make cache directories).
 	if c.Policy.Mode == modes.WorkspaceWrite && len(c.Policy.Caches) > 0 && !c.noAudit {
 		var layers []cachestore.Layer
 		if c.caches, layers, err = cachestore.Open(c.Policy); err != nil {
