@@ -95,7 +95,7 @@ func Open(p modes.Policy) (*Store, []Layer, error) {
 			s.Close()
 			return nil, nil, fmt.Errorf("cache store: %w", err)
 		}
-		lock, err := lockEntry(e)
+		lock, err := lockEntry(e, true)
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			continue // another command's overlay is live on it
 		}
@@ -109,9 +109,15 @@ func Open(p modes.Policy) (*Store, []Layer, error) {
 	return s, layers, nil
 }
 
-// lockEntry takes entry e's lock, without waiting.
-func lockEntry(e string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(e, ".lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+// lockEntry takes entry e's lock, without waiting; create makes the lock
+// file when missing (Open's entries), else a directory without one is not
+// an entry (ErrNotExist).
+func lockEntry(e string, create bool) (*os.File, error) {
+	flags := os.O_RDWR | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(filepath.Join(e, ".lock"), flags, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +167,8 @@ func Usage(store string) (int64, error) {
 }
 
 // Clean empties every entry of store that no command holds, and returns
-// how many it left because a command holds them.
+// how many it left because a command holds them. Only Open's entries are
+// touched (their names, their lock files): anything else in store stays.
 func Clean(store string) (busy int, err error) {
 	ents, err := os.ReadDir(store)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -171,13 +178,16 @@ func Clean(store string) (busy int, err error) {
 		return 0, err
 	}
 	for _, d := range ents {
-		if !d.IsDir() || d.Type()&fs.ModeSymlink != 0 {
-			continue
+		if !d.IsDir() || d.Type()&fs.ModeSymlink != 0 || !isEntryName(d.Name()) {
+			continue // not an entry of Open's: a store given by mistake stays as it is
 		}
 		e := filepath.Join(store, d.Name())
-		lock, lerr := lockEntry(e)
+		lock, lerr := lockEntry(e, false)
 		if errors.Is(lerr, unix.EWOULDBLOCK) {
 			busy++
+			continue
+		}
+		if errors.Is(lerr, fs.ErrNotExist) {
 			continue
 		}
 		if lerr != nil {
@@ -190,6 +200,17 @@ func Clean(store string) (busy int, err error) {
 		lock.Close()
 	}
 	return busy, err
+}
+
+// isEntryName says whether name is one entry would make: a flattened path,
+// "-" and 12 hexadecimal digits.
+func isEntryName(name string) bool {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 || len(name)-i-1 != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(name[i+1:])
+	return err == nil
 }
 
 // removeContents removes the entry's directory name and everything in it,

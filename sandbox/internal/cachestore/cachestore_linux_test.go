@@ -86,3 +86,20 @@ func TestOpenNoCaches(t *testing.T) {
 	assert.NoDirExists(t, filepath.Join(home, "store"))
 	assert.NoError(t, s.Close())
 }
+
+// TestCleanOnlyEntries: Clean touches only the entries Open makes: a
+// directory of the user's given as the store by mistake keeps its upper
+// and work directories, and gets no lock file.
+func TestCleanOnlyEntries(t *testing.T) {
+	store := t.TempDir()
+	for _, d := range []string{"project/upper/keep", "project/work", "x-0123456789ab/upper/keep"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(store, d), 0o755))
+	}
+	n, err := Clean(store)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	assert.DirExists(t, filepath.Join(store, "project/upper/keep"))
+	assert.DirExists(t, filepath.Join(store, "x-0123456789ab/upper/keep"), "no lock file: not an entry")
+	assert.NoFileExists(t, filepath.Join(store, "project/.lock"))
+	assert.NoFileExists(t, filepath.Join(store, "x-0123456789ab/.lock"))
+}
