@@ -48,21 +48,12 @@ func TestOwnLoopback(t *testing.T) {
 		netns := ownLoopback(h.d)
 		for _, mode := range confinedModes {
 			t.Run(mode, func(t *testing.T) {
-				ln, err := net.Listen("tcp4", "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer ln.Close()
-				port := ln.Addr().(*net.TCPAddr).Port
+				ln, port := hostLoopbackTCP(t)
 				ws := id.workspace(t)
 				r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash(fmt.Sprintf(ownLoopbackScript, port)), Dir: ws, Timeout: 2 * time.Minute})
 				if netns {
 					requireExit(t, r, 0)
-					for _, w := range []string{"own: served", "host: refused", "off-host: refused"} {
-						if !hasLine(r.Stdout, w) {
-							t.Errorf("stdout lacks %q: %q (stderr %q)", w, r.Stdout, r.Stderr)
-						}
-					}
+					requireServedOwn(t, r)
 					for _, d := range []struct{ addr, why string }{
 						{fmt.Sprintf("127.0.0.1:%d", port), "the sandbox's loopback is its own: the host's listener on this port is out of reach"},
 						{"192.0.2.1:80", "the network is off: only the sandbox's own loopback is reachable"},
@@ -83,6 +74,29 @@ func TestOwnLoopback(t *testing.T) {
 			})
 		}
 	})
+}
+
+// hostLoopbackTCP is a listener of the host's on its loopback, and its
+// port: what the sandbox must not reach.
+func hostLoopbackTCP(t *testing.T) (net.Listener, int) {
+	t.Helper()
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln, ln.Addr().(*net.TCPAddr).Port
+}
+
+// requireServedOwn checks ownLoopbackScript's lines: its own server
+// served, the host's listener and an address off the host refused.
+func requireServedOwn(t *testing.T, r result) {
+	t.Helper()
+	for _, w := range []string{"own: served", "host: refused", "off-host: refused"} {
+		if !hasLine(r.Stdout, w) {
+			t.Errorf("stdout lacks %q: %q (stderr %q)", w, r.Stdout, r.Stderr)
+		}
+	}
 }
 
 // ownLoopback says whether a command with the network off on host d (nil:
@@ -151,22 +165,13 @@ func TestOwnLoopbackUnderAllowlist(t *testing.T) {
 			requireAllowlistRefused(t, id, h.wrap())
 			return
 		}
-		ln, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		port := ln.Addr().(*net.TCPAddr).Port
+		ln, port := hostLoopbackTCP(t)
 		ws := id.workspace(t)
 		r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws, "--allow-domain", "example.com"),
 			Argv: bash(fmt.Sprintf(ownLoopbackScript, port)), Dir: ws, Timeout: 2 * time.Minute})
 		requireExit(t, r, 0)
 		if ownLoopback(h.d) {
-			for _, w := range []string{"own: served", "host: refused", "off-host: refused"} {
-				if !hasLine(r.Stdout, w) {
-					t.Errorf("stdout lacks %q: %q (stderr %q)", w, r.Stdout, r.Stderr)
-				}
-			}
+			requireServedOwn(t, r)
 			requireDenial(t, r, "workspace-write", "connect", fmt.Sprintf("127.0.0.1:%d", port))
 			requireDenial(t, r, "workspace-write", "connect", "192.0.2.1:80")
 		} else {
