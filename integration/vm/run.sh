@@ -177,7 +177,7 @@ rc=0
 while read -r pkg dir name; do
   start=\$(cut -d' ' -f1 /proc/uptime)
   echo "=== package \$pkg" >>/results/go-test.txt
-  (cd "\$dir" && timeout -s QUIT -k 30 $((go_timeout_s + 60)) $run/bin/\$name -test.v -test.count=1 -test.timeout $GO_TEST_TIMEOUT -test.run '$RUN' ${SKIP:+-test.skip '$SKIP'}) >>/results/go-test.txt 2>&1
+  (cd "\$dir" && timeout -s QUIT -k 30 $((go_timeout_s + 60)) $run/bin/\$name -test.v -test.count=${VM_COUNT:-1} -test.timeout $GO_TEST_TIMEOUT -test.run '$RUN' ${SKIP:+-test.skip '$SKIP'}) >>/results/go-test.txt 2>&1
   prc=\$?
   took=\$(awk -v s=\$start '{ print \$1 - s }' /proc/uptime)
   if [ "\$prc" = 0 ]; then echo "ok   \$pkg \${took}s" >>/results/go-test.txt; else echo "FAIL \$pkg \${took}s (exit \$prc)" >>/results/go-test.txt; rc=1; fi
@@ -237,6 +237,14 @@ fi
 echo "==== summary (top-level tests and their identities)"
 grep -E '^(--- |    --- )(FAIL|SKIP)|^(ok|FAIL) ' "$run/go-test.txt" || true
 grep -h '^vm-guest:' "$run/console.txt" | tr -d '\r' || true
+# The failures' own lines last (what a CI log's tail keeps): each failing
+# test's indented output after its --- FAIL line, bounded.
+if grep -q -- '--- FAIL' "$run/go-test.txt"; then
+  echo "==== failures (their first lines; the whole log: $run/go-test.txt)"
+  awk '/^ *--- FAIL/ { on = 1; n = 0; print; next }
+       on && /^ / && n < 40 { print; n++; next }
+       { on = 0 }' "$run/go-test.txt" | cut -c1-400 | head -n 150
+fi
 log "kernel $kver: go test exited $grc; $(grep -c '^--- FAIL' "$run/go-test.txt" || true) top-level failure(s)"
 [ "$grc" = 0 ] || exit 1
 exit 0
