@@ -70,11 +70,26 @@ func TestCachesOverlay(t *testing.T) {
 		assert.Equal(t, before, userFiles(t, id.home), "the user's caches, programs and dotfiles")
 
 		if !h.onHost().mountView() {
-			// No mount view: read-only, as outside every writable root.
-			assert.Empty(t, rep.Enforcement.Caches)
+			// No mount view: the user's cache is read-only, as outside
+			// every writable root; Go gets GOCACHE, the sandbox's layer,
+			// kept for the next command, unless it set one itself or ran
+			// with --no-caches.
 			assert.NotContains(t, r.Stdout, "rewrite ok")
 			assert.NotContains(t, r.Stdout, "add ok")
 			requireDenial(t, r, "workspace-write", "write", filepath.Join(id.home, ".cache/go-build/new-entry"))
+			assert.Contains(t, rep.Enforcement.Caches, filepath.Join(id.home, ".cache/go-build"))
+			store := filepath.Join(id.home, ".local/state/dsh-sandbox/caches")
+			r = run(`echo "$GOCACHE"; echo kept > "$GOCACHE/entry"`)
+			require.Equal(t, 0, r.Exit, r.String())
+			assert.True(t, strings.HasPrefix(r.Stdout, store+"/"), "GOCACHE %q lies in the store", r.Stdout)
+			r = run(`cat "$GOCACHE/entry"`)
+			assert.Equal(t, "kept\n", r.Stdout, r.String())
+			r = run(`echo "[$GOCACHE]"`, "--no-caches")
+			assert.Equal(t, "[]\n", r.Stdout, r.String())
+			assert.Empty(t, requireReport(t, r).Enforcement.Caches)
+			r = id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws), Argv: bash(`echo "$GOCACHE"`), Dir: ws, Env: []string{"GOCACHE=" + ws}})
+			assert.Equal(t, ws+"\n", r.Stdout, "the command's own GOCACHE is kept")
+			assert.Equal(t, before, userFiles(t, id.home))
 			return
 		}
 		assert.Contains(t, rep.Enforcement.Caches, filepath.Join(id.home, ".cache/go-build"))
@@ -170,13 +185,14 @@ func TestCacheHeldByAnotherCommand(t *testing.T) {
 		pw.Close()
 		first := s.wait(t, testtime.Scale(time.Minute))
 		require.Equal(t, 0, first.Exit, first.String())
-		if !view {
-			// No mount view: no overlay for either (TestCachesOverlay).
-			assert.Empty(t, requireReport(t, first).Enforcement.Caches)
-			return
-		}
 		assert.Contains(t, requireReport(t, first).Enforcement.Caches, cache)
-		r = id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash("echo x > ~/.cache/go-build/third && echo written"), Dir: ws})
+		third := "echo x > ~/.cache/go-build/third && echo written"
+		if !view {
+			// No mount view: the sandbox's layer, through GOCACHE
+			// (TestCachesOverlay).
+			third = `echo x > "$GOCACHE/third" && echo written`
+		}
+		r = id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash(third), Dir: ws})
 		require.Equal(t, 0, r.Exit, r.String())
 		assert.Equal(t, "written\n", r.Stdout)
 		assert.Contains(t, requireReport(t, r).Enforcement.Caches, cache)

@@ -572,48 +572,6 @@ func TestEgressProxyNotARelay(t *testing.T) {
 	})
 }
 
-// TestEgressNoHostPorts: without a net namespace, a command under an
-// allowlist opens no port of the host: binding one, or listening on an
-// unbound or bound inet socket, is refused with a fact. (A bind of an
-// ephemeral loopback port, urllib3's IPv6 probe, is left alone.)
-func TestEgressNoHostPorts(t *testing.T) {
-	forEachIdentity(t, func(t *testing.T, id identity) {
-		wrap := degradedNoUserNS.prepare(t, id)
-		ws := id.workspace(t)
-		script := `python3 - <<'EOF'
-import socket
-for what, f in [("bind", lambda s: s.bind(("0.0.0.0", 38531))), ("listen", lambda s: s.listen(1)),
-                ("probe", lambda s: s.bind(("127.0.0.1", 0))), ("probe-listen", lambda s: (s.bind(("127.0.0.1", 0)), s.listen(1)))]:
-    s = socket.socket()
-    try:
-        f(s)
-        print(what, "ok", s.getsockname())
-    except OSError as e:
-        print(what, "refused", e.errno)
-EOF`
-		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws, "--allow-domain", "a.test"), Wrap: wrap, Dir: ws, Argv: bash(script)})
-		requireExit(t, r, 0)
-		for _, want := range []string{"bind refused 13", "listen refused 13", "probe-listen refused 13"} {
-			if !hasLine(r.Stdout, want) {
-				t.Errorf("stdout lacks %q: %q", want, r.Stdout)
-			}
-		}
-		if !strings.Contains(r.Stdout, "probe ok") && !strings.Contains(r.Stdout, "probe refused") {
-			t.Errorf("the loopback probe did not run: %q", r.Stdout)
-		}
-		rep := requireReport(t, r)
-		var ops []string
-		for _, d := range rep.Denials {
-			ops = append(ops, d.Op+" "+d.Address)
-		}
-		for _, want := range []string{"bind 0.0.0.0:38531", "listen 0.0.0.0:0"} {
-			if !contains(ops, want) {
-				t.Errorf("no denial %q in %v", want, ops)
-			}
-		}
-	})
-}
-
 // TestExecutorAllowlist: an Executor's commands share its egress proxy
 // (one port), each command's refusals are its own facts, and the result
 // carries them.

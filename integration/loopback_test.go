@@ -5,9 +5,12 @@ package integration
 import (
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
@@ -18,7 +21,10 @@ import (
 // with & and polled with curl, Go's httptest — while the host's loopback
 // services stay out of reach (a connect to a port the host listens on fails
 // with ECONNREFUSED and a fact) and nothing else is reachable (denied with
-// a fact). Without a net namespace inet sockets stay refused, with facts.
+// a fact). Without a net namespace the supervisor gives the command an
+// address of its own on the host's loopback (127.64.0.0/10) and performs its
+// binds, connects and sends there; where it cannot (no pidfd_getfd: Docker's
+// profile) inet sockets stay refused, with facts.
 
 // ownLoopbackScript starts a server on the sandbox's loopback, polls it
 // with curl until it answers, then tries the host's listener (argv port)
@@ -45,13 +51,13 @@ true`
 // modes, on every host with a supervisor.
 func TestOwnLoopback(t *testing.T) {
 	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
-		netns := ownLoopback(h.d)
+		own := ownLoopback(h.d)
 		for _, mode := range confinedModes {
 			t.Run(mode, func(t *testing.T) {
 				ln, port := hostLoopbackTCP(t)
 				ws := id.workspace(t)
 				r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash(fmt.Sprintf(ownLoopbackScript, port)), Dir: ws, Timeout: 2 * time.Minute})
-				if netns {
+				if own {
 					requireExit(t, r, 0)
 					requireServedOwn(t, r)
 					for _, d := range []struct{ addr, why string }{
@@ -64,7 +70,7 @@ func TestOwnLoopback(t *testing.T) {
 					}
 				} else {
 					if hasLine(r.Stdout, "own: served") || !hasLine(r.Stdout, "host: refused") {
-						t.Errorf("without a net namespace, stdout %q: want no server and the host refused", r.Stdout)
+						t.Errorf("without a loopback of its own, stdout %q: want no server and the host refused", r.Stdout)
 					}
 					requireDenial(t, r, mode, "socket", "AF_INET")
 				}
@@ -100,10 +106,12 @@ func requireServedOwn(t *testing.T, r result) {
 }
 
 // ownLoopback says whether a command with the network off on host d (nil:
-// this host as it is) gets a loopback of its own: a net namespace, and a
-// supervisor to bind and connect its inet sockets.
+// this host as it is) gets a loopback of its own: a supervisor to bind and
+// connect its inet sockets, in a net namespace or, without one, on an
+// address of its own of the host's loopback (which needs copies of its
+// sockets: pidfd_getfd).
 func ownLoopback(d *degradation) bool {
-	return !d.lacks("net-namespace") && !d.lacks("seccomp-notify")
+	return !d.lacks("seccomp-notify") && (!d.lacks("net-namespace") || !slices.Contains(hostFilters[d], "pidfd_getfd"))
 }
 
 // ownLoopbackUDPScript sends with sendmsg and an explicit destination (as
@@ -124,8 +132,8 @@ for name, a in (("host", ("127.0.0.1", %d)), ("off-host", ("192.0.2.1", 9))):
 // TestOwnLoopbackUDPSendmsg: a datagram sent with sendmsg to an explicit
 // address reaches a server on the sandbox's own loopback; the host's UDP
 // socket on the loopback gets nothing (ECONNREFUSED, a fact), nor does an
-// address off the host (EACCES, a fact). Without a net namespace inet
-// sockets stay refused.
+// address off the host (EACCES, a fact). Where the sandbox has no loopback
+// of its own inet sockets stay refused.
 func TestOwnLoopbackUDPSendmsg(t *testing.T) {
 	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
 		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
@@ -157,8 +165,8 @@ func TestOwnLoopbackUDPSendmsg(t *testing.T) {
 // in a net namespace of its own runs a server on its loopback and reaches
 // it (Landlock leaves binds to the supervisor: SupervisedBinds); the host's
 // listener stays out of reach, with a fact, and so does an address off the
-// host. Without a net namespace the server's bind is refused, with a fact
-// (TestEgressNoHostPorts).
+// host. Without a net namespace the same holds on the command's own
+// address of the host's loopback.
 func TestOwnLoopbackUnderAllowlist(t *testing.T) {
 	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
 		if slices.Contains(hostFilters[h.d], "pidfd_getfd") {
@@ -170,18 +178,99 @@ func TestOwnLoopbackUnderAllowlist(t *testing.T) {
 		r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws, "--allow-domain", "example.com"),
 			Argv: bash(fmt.Sprintf(ownLoopbackScript, port)), Dir: ws, Timeout: 2 * time.Minute})
 		requireExit(t, r, 0)
-		if ownLoopback(h.d) {
-			requireServedOwn(t, r)
-			requireDenial(t, r, "workspace-write", "connect", fmt.Sprintf("127.0.0.1:%d", port))
-			requireDenial(t, r, "workspace-write", "connect", "192.0.2.1:80")
-		} else {
-			if hasLine(r.Stdout, "own: served") {
-				t.Errorf("without a net namespace a server ran on the host's loopback: %q", r.Stdout)
-			}
-			requireDenial(t, r, "workspace-write", "bind", "127.0.0.1:18765")
-		}
+		requireServedOwn(t, r)
+		requireDenial(t, r, "workspace-write", "connect", fmt.Sprintf("127.0.0.1:%d", port))
+		requireDenial(t, r, "workspace-write", "connect", "192.0.2.1:80")
 		if c := acceptSaw(ln); c(100 * time.Millisecond) {
 			t.Error("the host's loopback listener got a connection from the sandbox")
 		}
 	})
+}
+
+// TestOwnLoopbackNotReachedFromHost: a server the command runs on the
+// loopback (127.0.0.1 and every interface, TCP and UDP, at a fixed port, as
+// a dev server does) is not what a host client reaches at that port while
+// the command runs: no port of the host is squatted, with or without a net
+// namespace, with the network off or under an allowlist.
+func TestOwnLoopbackNotReachedFromHost(t *testing.T) {
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
+		if !ownLoopback(h.d) {
+			t.Skip("no loopback of its own on this host: inet sockets refused (TestOwnLoopback)")
+		}
+		for _, extra := range [][]string{nil, {"--allow-domain", "a.test"}} {
+			t.Run(fmt.Sprint(extra), func(t *testing.T) { notReachedFromHost(t, h, id, extra) })
+		}
+	})
+}
+
+func notReachedFromHost(t *testing.T, h hostConfig, id identity, extra []string) {
+	port := freePort(t)
+	ws := id.workspace(t)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	script := fmt.Sprintf(`python3 -c '
+import socket, sys
+a = socket.socket(); a.bind(("127.0.0.1", %[1]d)); a.listen()
+b = socket.socket(); b.bind(("0.0.0.0", %[1]d + 1)); b.listen()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", %[1]d))
+print("listening", flush=True)
+sys.stdin.read()
+'`, port)
+	s := id.start(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws, extra...), Argv: bash(script), Dir: ws, Stdin: pr})
+	pr.Close()
+	if err := waitOutput(s, "listening", testtime.Scale(time.Minute)); err != nil {
+		s.cmd.Process.Kill()
+		t.Fatalf("the command did not listen: %v", err)
+	}
+	for _, p := range []int{port, port + 1} {
+		if c, err := net.DialTimeout("tcp4", fmt.Sprintf("127.0.0.1:%d", p), 2*time.Second); err == nil {
+			c.Close()
+			t.Errorf("a host client reached the command's server on 127.0.0.1:%d", p)
+		}
+	}
+	// The UDP port is free for the host: a host socket binds it.
+	if pc, err := net.ListenPacket("udp4", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+		t.Errorf("the command's UDP socket took the host's 127.0.0.1:%d: %v", port, err)
+	} else {
+		pc.Close()
+	}
+	pw.Close()
+	r := s.wait(t, testtime.Scale(time.Minute))
+	requireExit(t, r, 0)
+	assert.Empty(t, requireReport(t, r).Denials)
+}
+
+// freePort is a TCP and UDP port of the host's loopback nothing uses now,
+// nor the next one.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		ok := p < 65535
+		for _, q := range []int{p, p + 1} {
+			if l, err := net.Listen("tcp4", fmt.Sprintf(":%d", q)); err == nil {
+				l.Close()
+			} else {
+				ok = false
+			}
+			if u, err := net.ListenPacket("udp4", fmt.Sprintf(":%d", q)); err == nil {
+				u.Close()
+			} else {
+				ok = false
+			}
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no free pair of ports on the loopback")
+	return 0
 }

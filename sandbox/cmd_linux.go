@@ -150,7 +150,14 @@ func (c *Cmd) Start() error {
 			}
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
-		prep.addCaches(layers)
+		if err := prep.addCaches(layers); err != nil {
+			c.closeProxy()
+			if c.txHold != nil {
+				c.txHold.Close()
+			}
+			c.caches.Close()
+			return &SetupError{Detail: err.Error(), Err: err}
+		}
 	}
 	switch {
 	case c.noAudit:
@@ -361,12 +368,13 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 				return abort(fmt.Sprintf("the runner's descriptor is not a seccomp listener (%q)", link))
 			}
 			guard := supervisor.OpenGuardFor(m.MountView == 1, c.prep.abi)
-			// The caches the runner mounted are the command's to write
-			// (their upper layers): writable roots for the notifier,
+			// The caches the command writes in the sandbox's store
+			// (through their overlays, or their upper layers directly
+			// without a mount view): writable roots for the notifier,
 			// never for the change facts or the audit.
 			pol := c.Policy
-			if cs := c.prep.mountedCaches(m.Caches); len(cs) > 0 && m.MountView == 1 {
-				pol.WritableRoots = append(slices.Clone(pol.WritableRoots), cs...)
+			if _, roots := c.prep.writtenCaches(m.Caches); len(roots) > 0 {
+				pol.WritableRoots = append(slices.Clone(pol.WritableRoots), roots...)
 			}
 			if n, err = supervisor.NewNotifier(lfd, c.prep.filterFor(m.MountView == 1), pol, denials, changed, proc.Pid, c.prep.ruleset, guard); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -61,6 +62,9 @@ type preparation struct {
 	// caches are the toolchain caches' overlays (see addCaches).
 	rules  landlock.Ruleset
 	caches []mountplan.Overlay
+	// cacheEnv are the caches' variables for a runner without a mount
+	// view, "INDEX:NAME=VALUE" (see addCaches).
+	cacheEnv []string
 }
 
 // prepare builds what a runner needs for policy p, with a Landlock ABI of
@@ -151,6 +155,11 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 	prep.bpf = bpf
 	if prep.notify && abiErr == nil && prep.needView == "" {
 		prep.filterNoView = filterSpec(p, prep.notify, abi, true, true)
+		// Without the namespace the supervisor emulates a loopback of the
+		// command's own on the host's (supervisor, loopback_linux.go),
+		// acting on copies of its sockets.
+		prep.filterNoView.Inet = prep.filterNoView.Inet || ownLoopback(p, prep.notify) && prep.getfd
+		prep.filterNoView.OwnAddress = prep.filterNoView.Inet && prep.getfd
 		if prep.noView, err = seccomp.Program(prep.filterNoView); err != nil {
 			prep.close()
 			return nil, err
@@ -226,11 +235,12 @@ func filterSpec(p modes.Policy, notify bool, abi int, landlockOK, metadata bool)
 }
 
 // ownLoopback says whether a command under p, with the network off and no
-// allowlist, gets inet sockets on a loopback of its own when it runs in a
-// net namespace: the supervisor (user notification) binds and connects
-// them, to the namespace's loopback only (supervisor.Egress without a
-// proxy); a runner without the namespace loads the filter that refuses
-// inet sockets, or meets a supervisor that refuses their connects.
+// allowlist, gets inet sockets on a loopback of its own: the supervisor
+// (user notification) binds and connects them, to the loopback of its net
+// namespace, or without one to an address of its own on the host's
+// (supervisor.Egress without a proxy). Where the supervisor cannot act on
+// copies of the command's sockets (no pidfd_getfd: Docker's profile) a
+// runner without the namespace loads the filter that refuses inet sockets.
 func ownLoopback(p modes.Policy, notify bool) bool {
 	return notify && !p.Network && p.Allowlist == nil && p.Mode.Confines()
 }
@@ -250,27 +260,52 @@ func effectiveABI(maxABI int) (int, error) {
 
 // addCaches adds the toolchain caches' overlays (cachestore.Open's
 // layers) to the mount plan, each writable through a Landlock rule on its
-// inodes where there is a ruleset.
-func (prep *preparation) addCaches(layers []cachestore.Layer) {
-	for _, l := range layers {
+// inodes where there is a ruleset. For a runner without a mount view, the
+// upper layer of each cache a tool finds through a variable
+// (modes.CacheVariable) is writable too, by a rule added to the ruleset
+// now, and the variable goes in the spec (cacheEnv): the runner sets it
+// then (unless the command has it), so the tool writes the sandbox's layer
+// directly. With a mount view the layer is hidden (it lies beneath the
+// state directory), so the rule reaches nothing.
+func (prep *preparation) addCaches(layers []cachestore.Layer) error {
+	for i, l := range layers {
 		ov := mountplan.Overlay{Root: l.Dir, Upper: l.Upper, Work: l.Work}
 		if prep.ruleset != nil {
 			ov.Rules = []landlock.Rule{prep.rules.WritableDir(l.Dir)}
 		}
 		prep.caches = append(prep.caches, ov)
+		name := modes.CacheVariable(l.Dir)
+		if name == "" || strings.ContainsRune(l.Upper, '\n') {
+			continue
+		}
+		if prep.ruleset != nil {
+			if err := landlock.Add(prep.ruleset, prep.rules.WritableDir(l.Upper)); err != nil {
+				return err
+			}
+		}
+		prep.cacheEnv = append(prep.cacheEnv, strconv.Itoa(i)+":"+name+"="+l.Upper)
 	}
+	return nil
 }
 
-// mountedCaches returns the cache directories whose overlays the runner
-// mounted, from its message's Caches.
-func (prep *preparation) mountedCaches(status string) []string {
-	var out []string
+// writtenCaches returns, from the runner's message's Caches, the cache
+// directories the command writes in the sandbox's store (for the report),
+// and the roots it writes them through (for the notifier): a cache's
+// directory where its overlay was mounted ('1'), its upper layer where its
+// variable was set ('e').
+func (prep *preparation) writtenCaches(status string) (dirs, roots []string) {
 	for i, c := range prep.caches {
-		if i < len(status) && status[i] == '1' {
-			out = append(out, c.Root)
+		if i >= len(status) {
+			break
+		}
+		switch status[i] {
+		case '1':
+			dirs, roots = append(dirs, c.Root), append(roots, c.Root)
+		case 'e':
+			dirs, roots = append(dirs, c.Root), append(roots, c.Upper)
 		}
 	}
-	return out
+	return dirs, roots
 }
 
 func (prep *preparation) close() {
@@ -323,6 +358,8 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 		{"nproc", strconv.Itoa(nproc)},
 		{"egress", listen},
 		{"dns", dns},
+		{"ncaches", strconv.Itoa(len(prep.caches))},
+		{"cacheenv", strings.Join(prep.cacheEnv, "\n")},
 	}
 	var plan []string
 	if confine && userNS {
@@ -368,9 +405,7 @@ func (c *Cmd) assess(m runner.Msg) Enforcement {
 	if c.Policy.Mode.Confines() {
 		e.Masked = c.prep.masked(l.mountView, l.landlockABI > 0)
 	}
-	if l.mountView {
-		e.Caches = c.prep.mountedCaches(m.Caches)
-	}
+	e.Caches, _ = c.prep.writtenCaches(m.Caches)
 	if c.Policy.Allowlist != nil && c.Policy.Mode.Confines() {
 		e.Layers = append(e.Layers, LayerEgressProxy)
 		if !l.ns.Net && l.landlockABI < 4 {

@@ -303,6 +303,21 @@ func (rs Ruleset) WritableDir(dir string) Rule {
 	return Rule{Path: dir, Access: (fsRead | fsWrite) & rs.handledFS}
 }
 
+// Add adds rule r (WritableDir's, say) to the built ruleset f, before a
+// process restricts itself with it. r.Path must be a directory, named
+// without a symlink in its last component.
+func Add(f *os.File, r Rule) error {
+	pfd, err := unix.Open(r.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("landlock rule %s: %w", r.Path, err)
+	}
+	defer unix.Close(pfd)
+	if err := addPathBeneath(int(f.Fd()), &unix.LandlockPathBeneathAttr{Allowed_access: r.Access, Parent_fd: int32(pfd)}); err != nil {
+		return fmt.Errorf("landlock rule %s: %w", r.Path, err)
+	}
+	return nil
+}
+
 // MaskedPaths returns the deny-read paths the ruleset leaves out of every
 // read right (Masked of its policy, as it was when the ruleset was derived).
 func (rs Ruleset) MaskedPaths() []string { return rs.masked }

@@ -26,6 +26,23 @@ func ToolCaches() []string {
 	}
 }
 
+// CacheVariable returns the environment variable that points a tool at
+// cache dir (one of Policy.Caches), or "" when none does (or it would point
+// at more than the cache: CARGO_HOME holds cargo's bin). Without a mount
+// view a command gets it set to the cache's upper layer, unless it has it
+// already.
+func CacheVariable(dir string) string {
+	for _, c := range []struct{ entry, name string }{
+		{".cache/go-build", "GOCACHE"}, {"go/pkg/mod", "GOMODCACHE"}, {".npm", "npm_config_cache"},
+		{".cache/yarn", "YARN_CACHE_FOLDER"}, {".cache/pip", "PIP_CACHE_DIR"}, {".cache/uv", "UV_CACHE_DIR"},
+	} {
+		if strings.HasSuffix(dir, "/"+c.entry) {
+			return c.name
+		}
+	}
+	return ""
+}
+
 // HomeCacheStore is the entry of a home where dsh-sandbox keeps the upper
 // layers of the toolchain caches (the default CacheStore): beneath
 // HomeStateDir, so no confined command reads or writes it but through a

@@ -232,7 +232,7 @@ func TestSpecVariants(t *testing.T) {
 		require.Equal(t, i, s.index(), "%+v", s)
 		prog, perr := Program(s)
 		tab, terr := Table(s)
-		if s.Notify && (s.DenyTruncate || s.DenyIoctlOpen) || (s.Signals || s.Metadata) && !s.Notify || s.Inet && (s.Network || !s.Notify) {
+		if s.Notify && (s.DenyTruncate || s.DenyIoctlOpen) || (s.Signals || s.Metadata) && !s.Notify || s.Inet && (s.Network || !s.Notify) || s.OwnAddress && !s.Inet {
 			assert.Error(t, perr, "%+v", s)
 			assert.Error(t, terr, "%+v", s)
 			_, err := build(s)

@@ -66,6 +66,10 @@ const (
 	// namespace of its own reaches only the objects the sandbox made (the
 	// supervisor judges the id, a register); with one, it continues.
 	KindIPC
+	// KindSockname: getsockname(); routed only under Spec.OwnAddress, so
+	// that the supervisor shows the command's own loopback address on the
+	// host's loopback as 127.0.0.1 (an address it reads, never a refusal).
+	KindSockname
 )
 
 // Rule describes one notified system call.
@@ -168,6 +172,11 @@ type Spec struct {
 	// refuse these calls in the kernel) only chmod, fchmodat and
 	// fchmodat2 are routed, for the change facts.
 	Metadata bool
+	// OwnAddress (only with Inet) routes getsockname() to the listener:
+	// without a net namespace the command's inet sockets are bound to an
+	// address of its own on the host's loopback, which it is shown as
+	// 127.0.0.1 (a server that prints its URL, or looks its name up).
+	OwnAddress bool
 }
 
 // kernelOpenRules reports whether the filter refuses some opens, truncate
@@ -187,6 +196,10 @@ func (s Spec) validate() error {
 	if s.Signals && !s.Notify {
 		// Nothing could judge them in the kernel alone.
 		return fmt.Errorf("seccomp: Signals needs user notification (%+v)", s)
+	}
+	if s.OwnAddress && !s.Inet {
+		// Only inet sockets have an own address to show.
+		return fmt.Errorf("seccomp: OwnAddress needs Inet (%+v)", s)
 	}
 	if s.Metadata && !s.Notify {
 		// Only the supervisor can tell a file in the roots from one
@@ -317,7 +330,7 @@ var deniedIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX, UserfaultfdIocNew}
 // index numbers the variants of Spec (a bit per field; specOf inverts it).
 func (s Spec) index() int {
 	i := 0
-	for bit, on := range []bool{s.Network, s.Notify, s.DenyTruncate, s.DenyIoctlOpen, s.Signals, s.Inet, s.Metadata} {
+	for bit, on := range []bool{s.Network, s.Notify, s.DenyTruncate, s.DenyIoctlOpen, s.Signals, s.Inet, s.Metadata, s.OwnAddress} {
 		if on {
 			i |= 1 << bit
 		}
@@ -326,11 +339,11 @@ func (s Spec) index() int {
 }
 
 // numVariants is the number of values of Spec.
-const numVariants = 1 << 7
+const numVariants = 1 << 8
 
 func specOf(i int) Spec {
 	return Spec{Network: i&1 != 0, Notify: i&2 != 0, DenyTruncate: i&4 != 0, DenyIoctlOpen: i&8 != 0, Signals: i&16 != 0, Inet: i&32 != 0,
-		Metadata: i&64 != 0}
+		Metadata: i&64 != 0, OwnAddress: i&128 != 0}
 }
 
 //go:generate go test -run ^TestEmbeddedPrograms$ -update .
@@ -456,6 +469,11 @@ func table(s Spec) (map[int32]Rule, error) {
 	if s.Inet {
 		if err := add("listen", Rule{Kind: KindListen, Op: "listen", Errno: unix.EACCES}); err != nil {
 			return nil, err
+		}
+		if s.OwnAddress {
+			if err := add("getsockname", Rule{Kind: KindSockname, Op: "getsockname", Errno: unix.EBADF}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if !s.Network {

@@ -319,6 +319,30 @@ static void drop_capabilities(void) {
 		fail("capability self-test: capabilities remain after dropping them");
 }
 
+static int opt(const char *key);
+static const char *opt_str(const char *key);
+
+// cache_env: without a mount view, each toolchain cache a tool finds
+// through a variable gets it set to the cache's upper layer (writable by a
+// Landlock rule the supervisor added), unless the command has it already;
+// caches then says 'e' for it ('0' for the others).
+static void cache_env(void) {
+	int n = opt("ncaches");
+	if (n <= 0 || n >= (int)sizeof caches) return;
+	memset(caches, '0', (size_t)n);
+	caches[n] = 0;
+	static char buf[8192];
+	if (snprintf(buf, sizeof buf, "%s", opt_str("cacheenv")) >= (int)sizeof buf) return;
+	for (char *save = NULL, *e = strtok_r(buf, "\n", &save); e; e = strtok_r(NULL, "\n", &save)) {
+		char *colon = strchr(e, ':'), *eq = colon ? strchr(colon, '=') : NULL;
+		if (!colon || !eq) continue;
+		int i = atoi(e);
+		*eq = 0;
+		if (i < 0 || i >= n || getenv(colon + 1)) continue;
+		if (setenv(colon + 1, eq + 1, 0) == 0) caches[i] = 'e';
+	}
+}
+
 static int opt(const char *key) {
 	for (int i = 1; i + 1 < ntok && strcmp(tok[i], "ops") != 0; i += 2)
 		if (strcmp(tok[i], key) == 0) return atoi(tok[i + 1]);
@@ -959,7 +983,7 @@ static int send_listener(int lfd, int mount_view) {
 	// before any notification: without one it refuses what Landlock cannot
 	// see (ioctl-only opens, truncation below ABI 3, openat2).
 	snprintf(lm, sizeof lm, "{\"kind\":\"listener\",\"fd\":-1,\"mount_view\":%d,\"netns\":%d,\"ipcns\":%d,\"caches\":\"%s\"}",
-	         mount_view ? 1 : 0, ns_net ? 1 : 0, ns_ipc ? 1 : 0, mount_view ? caches : "");
+	         mount_view ? 1 : 0, ns_net ? 1 : 0, ns_ipc ? 1 : 0, caches);
 	struct iovec iov = {.iov_base = lm, .iov_len = strlen(lm)};
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	memset(cbuf, 0, sizeof cbuf);
@@ -1255,6 +1279,7 @@ static void runner_main(char **argv) {
 		if (!mount_view && !opt("landlock"))
 			fail("no filesystem confinement is possible on this host (%s%s%s%s%s)", ns_error, ns_error[0] ? "; " : "",
 			     opt_str("why"), reasons[0] ? "; " : "", reasons);
+		if (!mount_view && opt("landlock")) cache_env();
 		// A deny-read path that only the mount view can hide (one in a
 		// writable root) fails closed without it.
 		if (!mount_view && opt_str("needview")[0]) {
@@ -1403,7 +1428,7 @@ static void runner_main(char **argv) {
 #undef B
 	json_str(msg, sizeof msg - 2, ns_error);
 	strcat(msg, "},\"caches\":");
-	json_str(msg, sizeof msg - 2, mount_view ? caches : "");
+	json_str(msg, sizeof msg - 2, caches);
 	strcat(msg, ",\"detail\":");
 	json_str(msg, sizeof msg - 2, reasons);
 	strcat(msg, "}");

@@ -102,6 +102,9 @@ func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 	}
 	defer unix.Close(sock.fd)
 	sfd, dom := sock.fd, sock.dom
+	if dom != unix.AF_UNIX && n.emulated() {
+		return n.bindOwn(req, rule, sock, addr)
+	}
 	if dom != unix.AF_UNIX && n.egress != nil {
 		if v, handled := n.bindInet(rule, addr); handled {
 			return v

@@ -38,10 +38,21 @@ type Egress struct {
 	// about to connect to Proxy (bound first), so that the proxy accepts
 	// that connection, and only such connections, for this command.
 	Connecting func(port uint16)
+
+	// own is the command's own loopback address on the host's loopback,
+	// without a net namespace (loopback_linux.go).
+	own netip.Addr
 }
 
 // SetEgress lets the command reach what e allows; call it before Run.
-func (n *Notifier) SetEgress(e *Egress) { n.egress = e }
+// Without a net namespace the command gets a loopback address of its own
+// on the host's (loopback_linux.go).
+func (n *Notifier) SetEgress(e *Egress) {
+	if e != nil && !e.NetNS {
+		e.own = newOwnLoopback()
+	}
+	n.egress = e
+}
 
 // reasonEgress is the reason of a refused inet connect under an allowlist.
 const reasonEgress = "only the egress proxy is reachable: HTTP_PROXY, HTTPS_PROXY, ALL_PROXY"
@@ -121,6 +132,9 @@ func (n *Notifier) connectInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict
 	}
 	toProxy := dest == n.egress.Proxy
 	if !toProxy && !slices.Contains(n.egress.Hosts, dest) {
+		if n.emulated() {
+			return n.connectOwn(req, rule, int(int32(a[0])), dest), true
+		}
 		return refuse(), true
 	}
 	if n.nocopy {
@@ -251,6 +265,9 @@ func (n *Notifier) listen(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		return v
 	}
 	defer unix.Close(sfd)
+	if dom != unix.AF_UNIX && n.emulated() {
+		return n.listenOwn(rule, sfd, int(int32(a[1])))
+	}
 	if dom != unix.AF_UNIX {
 		addr := "unbound"
 		if sa, err := unix.Getsockname(sfd); err == nil {
@@ -348,6 +365,9 @@ func (n *Notifier) sendtoInet(req *seccomp.Notif, rule seccomp.Rule) (v verdict,
 		return verdict{}, false
 	}
 	dest := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if n.emulated() {
+		return n.sendtoOwn(req, rule, dest), true
+	}
 	if !n.egress.NetNS || !n.egress.local(dest) {
 		v = n.deny(rule, unix.EACCES, "", dest.String())
 		v.fact.Reason = n.egress.reason()
@@ -408,7 +428,7 @@ func (n *Notifier) sendmsgInet(req *seccomp.Notif, rule seccomp.Rule, name uint6
 		return inetName{}, verdict{}, true
 	}
 	dest := netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-	if !n.egress.NetNS || !n.egress.local(dest) {
+	if !n.emulated() && (!n.egress.NetNS || !n.egress.local(dest)) {
 		v = n.deny(rule, unix.EACCES, "", dest.String())
 		v.fact.Reason = n.egress.reason()
 		return inetName{}, v, false

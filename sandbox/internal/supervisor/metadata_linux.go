@@ -438,12 +438,28 @@ func (n *Notifier) metaRefuses(p string) unix.Errno {
 		return unix.EROFS // bound read-only by the mount view
 	case modes.Within(p, "/proc"):
 		return 0 // a process's own entries: the kernel's to refuse
-	case n.policy.Masks(p) && !slices.Contains(n.policy.DenyRead, p):
+	case n.masks(p) && !slices.Contains(n.policy.DenyRead, p):
 		return unix.ENOENT // beneath a hidden directory (an empty tmpfs)
-	case n.policy.Masks(p), n.policy.IsDevice(p), !n.policy.Writable(p):
+	case n.masks(p), n.policy.IsDevice(p), !n.policy.Writable(p):
 		return unix.EROFS
 	}
 	return 0
+}
+
+// masks reports whether p is hidden by a deny-read path and not within a
+// writable root beneath one (a toolchain cache's upper layer in the
+// sandbox's state directory, written directly without a mount view: its
+// Landlock rule grants what the mask takes away).
+func (n *Notifier) masks(p string) bool {
+	if !n.policy.Masks(p) {
+		return false
+	}
+	for _, r := range n.policy.WritableRoots {
+		if modes.Within(p, r) && n.policy.Masks(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // fdTarget pins the file behind the command's descriptor c.fd (see above):

@@ -382,6 +382,8 @@ func (n *Notifier) handle(req *seccomp.Notif) {
 		n.respond(req, n.bind(req, rule))
 	case seccomp.KindListen:
 		n.respond(req, n.listen(req, rule))
+	case seccomp.KindSockname:
+		n.respond(req, n.sockname(req))
 	case seccomp.KindSched:
 		n.respond(req, n.schedVerdict(req, rule))
 	case seccomp.KindSignal:

@@ -202,7 +202,13 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 		return 0, v, false
 	}
 	defer unix.Close(sfd)
-	if inet.name != nil && inet.dest.Addr().IsLoopback() {
+	if inet.name != nil && n.emulated() {
+		name, v, ok := n.ownName(rule, sfd, inet.dest)
+		if !ok {
+			return 0, v, false
+		}
+		msg.Name, msg.Namelen = &name[0], uint32(len(name))
+	} else if inet.name != nil && inet.dest.Addr().IsLoopback() {
 		if typ, _ := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_TYPE); typ == unix.SOCK_DGRAM && hostOnly(pid, "udp", inet.dest.Port()) {
 			v := n.deny(rule, unix.ECONNREFUSED, "", inet.dest.String())
 			v.fact.Reason = reasonOwnLoopback
