@@ -61,6 +61,14 @@ func TestCachesOverlay(t *testing.T) {
 		run := func(script string, flags ...string) result {
 			return id.run(t, runOpts{Wrap: h.wrap(), Flags: append(sandboxFlags("workspace-write", ws), flags...), Argv: bash(script), Dir: ws})
 		}
+		want := "overlay"
+		if !h.onHost().mountView() {
+			want = "variables"
+		}
+		pr := id.run(t, runOpts{Wrap: h.wrap(), Flags: []string{"--probe", "--json"}, NoReport: true, Dir: ws})
+		if p := parseProbe(t, pr); p.Caches != want {
+			t.Errorf("probe caches = %q, want %q", p.Caches, want)
+		}
 		r := run(cacheScript)
 		require.Equal(t, 0, r.Exit, r.String())
 		rep := requireReport(t, r)

@@ -201,6 +201,8 @@ type probeJSON struct {
 	Namespaces map[string]any       `json:"namespaces"`
 	Modes      map[string]probeMode `json:"modes"`
 	Allowlist  string               `json:"allowlist"`
+	Caches     string               `json:"caches"`
+	Loopback   string               `json:"loopback"`
 	Confined   bool                 `json:"confined"`
 }
 

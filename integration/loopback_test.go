@@ -52,6 +52,17 @@ true`
 func TestOwnLoopback(t *testing.T) {
 	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
 		own := ownLoopback(h.d)
+		want := "refused"
+		switch {
+		case own && !h.d.lacks("net-namespace"):
+			want = "net-namespace"
+		case own:
+			want = "own-address"
+		}
+		r := id.run(t, runOpts{Wrap: h.wrap(), Flags: []string{"--probe", "--json"}, NoReport: true, Dir: id.workspace(t)})
+		if p := parseProbe(t, r); p.Loopback != want {
+			t.Errorf("probe loopback = %q, want %q", p.Loopback, want)
+		}
 		for _, mode := range confinedModes {
 			t.Run(mode, func(t *testing.T) {
 				ln, port := hostLoopbackTCP(t)

@@ -27,8 +27,11 @@ type ProbeReport struct {
 	Allowlist string `json:"allowlist"`
 	// Caches is how a workspace-write command's toolchain caches are held
 	// here (modes.Policy.Caches): CachesOverlay where it gets a mount view,
-	// else CachesReadOnly.
+	// CachesVariables without one, else CachesReadOnly.
 	Caches string `json:"caches"`
+	// Loopback is what a confined command with the network off gets for a
+	// loopback here: LoopbackNetNS, LoopbackOwnAddress, or LoopbackRefused.
+	Loopback string `json:"loopback"`
 	// Confined is true when both confined modes can run.
 	Confined bool `json:"confined"`
 }
@@ -93,8 +96,16 @@ const (
 
 // How the toolchain caches are held (ProbeReport.Caches).
 const (
-	CachesOverlay  = "overlay"   // written through an overlay whose upper layer is the sandbox's
-	CachesReadOnly = "read-only" // no mount view: read-only, as outside every writable root
+	CachesOverlay   = "overlay"   // written through an overlay whose upper layer is the sandbox's
+	CachesVariables = "variables" // no mount view: the tools' variables (GOCACHE, ...) point at the sandbox's store
+	CachesReadOnly  = "read-only" // read-only, as outside every writable root
+)
+
+// What a confined command's loopback is (ProbeReport.Loopback).
+const (
+	LoopbackNetNS      = "net-namespace" // its net namespace's
+	LoopbackOwnAddress = "own-address"   // an address of its own on the host's, 127.64.0.0/10
+	LoopbackRefused    = "refused"       // inet sockets are refused
 )
 
 // ProbeOptions are the inputs of ProbeWith.
@@ -151,8 +162,18 @@ func (r ProbeReport) WriteText(w io.Writer) {
 	switch r.Caches {
 	case CachesOverlay:
 		fmt.Fprintln(w, "caches: overlay (workspace-write writes the toolchain caches through an overlay; yours stay as they are)")
+	case CachesVariables:
+		fmt.Fprintln(w, "caches: variables (no mount view: GOCACHE, npm_config_cache, ... point at the sandbox's store; yours stay as they are)")
 	case CachesReadOnly:
-		fmt.Fprintln(w, "caches: read-only (no mount view)")
+		fmt.Fprintln(w, "caches: read-only (no mount view, no Landlock)")
+	}
+	switch r.Loopback {
+	case LoopbackNetNS:
+		fmt.Fprintln(w, "loopback: net-namespace (the command's own)")
+	case LoopbackOwnAddress:
+		fmt.Fprintln(w, "loopback: own-address (an address of the command's own on the host's loopback, shown as 127.0.0.1)")
+	case LoopbackRefused:
+		fmt.Fprintln(w, "loopback: refused (needs seccomp user notification, and a net namespace or pidfd_getfd)")
 	}
 	for _, m := range modes.All() {
 		mp := r.Modes[m.String()]

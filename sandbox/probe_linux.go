@@ -68,9 +68,23 @@ func ProbeWith(o ProbeOptions) ProbeReport {
 		}
 		r.Modes[m.String()] = mp
 	}
-	r.Caches = CachesReadOnly
-	if r.Namespaces.Mount && r.Confined {
+	switch {
+	case r.Namespaces.Mount && r.Confined:
 		r.Caches = CachesOverlay
+	case r.Landlock.ABI > 0 && r.Confined:
+		r.Caches = CachesVariables
+	default:
+		r.Caches = CachesReadOnly
+	}
+	switch {
+	case !r.Seccomp.Notify || !r.Confined:
+		r.Loopback = LoopbackRefused
+	case r.Namespaces.Net:
+		r.Loopback = LoopbackNetNS
+	case r.Seccomp.PidfdGetfd:
+		r.Loopback = LoopbackOwnAddress
+	default:
+		r.Loopback = LoopbackRefused
 	}
 	switch {
 	case !r.Seccomp.Notify || !r.Seccomp.PidfdGetfd || !r.Confined:
