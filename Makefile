@@ -4,7 +4,7 @@
 #   make build       build bin/dsh-sandbox-run (cgo)
 #   make demo        allowed write, denied write reported as a fact, blocked network, a masked
 #                    ~/.ssh, a protected .envrc, an rm -rf in a transaction, listed then discarded
-#   make test-deps   install the clients the tests run in the sandbox (curl, python3, pip, npm)
+#   make test-deps   install the clients the tests run in the sandbox (curl, python3, pip, venv, npm, cargo)
 #   make test        gofmt, go vet, staticcheck (when installed), go test ./... (as CI runs it)
 #   make test-hosts  the integration suite once per simulated host (DSH_IT_HOST=each of HOSTS:
 #                    nouserns nolandlock apparmor docker usernsonly), as root and DSH_TEST_USER
@@ -126,8 +126,10 @@ test-deps:
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	python3 -m pip --version >/dev/null 2>&1 || missing="$$missing python3-pip"; \
+	python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$$missing python3-venv"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
-	if [ -z "$$missing" ]; then echo "test-deps: curl, python3, pip and npm found"; \
+	[ -x /usr/bin/cargo ] || missing="$$missing cargo"; \
+	if [ -z "$$missing" ]; then echo "test-deps: curl, python3, pip, venv, npm and cargo found"; \
 	else $(call apt_ensure,$$missing); fi
 
 bench-deps:

@@ -326,3 +326,58 @@ kill %1`
 		assert.Equal(t, before, userFiles(t, id.home))
 	})
 }
+
+// cargoBinary is Debian's cargo (make test-deps), which root and the test
+// user both run; a rustup proxy in root's home is neither's to share.
+func cargoBinary(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/cargo", "/usr/local/bin/cargo"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Skip("!!! cargo not installed (make test-deps): test NOT RUN")
+	return ""
+}
+
+// TestWorkflowCargo: cargo build, cargo test and the built program, in
+// workspace-write with default flags, a home that has used cargo before
+// (~/.cargo with a program in bin): all pass, the user's ~/.cargo is as it
+// was, and the only facts are cargo's lock files there (a write refused,
+// which cargo carries on without).
+func TestWorkflowCargo(t *testing.T) {
+	cargo := cargoBinary(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		id = withHome(t, id)
+		ws := id.workspace(t)
+		for _, d := range []string{".cargo", ".cargo/bin"} {
+			id.mkdirAt(t, filepath.Join(id.home, d))
+		}
+		id.writeOwned(t, filepath.Join(id.home, ".cargo/bin/tool"), "#!/bin/sh\necho user tool\n", 0o755)
+		id.writeOwned(t, filepath.Join(ws, "Cargo.toml"), "[package]\nname = \"wf\"\nversion = \"0.1.0\"\nedition = \"2021\"\n", 0o644)
+		id.mkdirAt(t, filepath.Join(ws, "src"))
+		id.writeOwned(t, filepath.Join(ws, "src/main.rs"), `fn main() { println!("built cargo"); }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn adds() { assert_eq!(2 + 2, 4); }
+}
+`, 0o644)
+		before := userFiles(t, id.home)
+
+		// PATH without the rustup proxies a home may hold: Debian's rustc.
+		env := []string{"PATH=" + filepath.Dir(cargo) + ":/usr/bin:/bin", "CARGO_TERM_COLOR=never"}
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Env: env, Dir: ws, Timeout: 5 * time.Minute,
+			Argv: bash(`cargo build --offline -q && cargo test --offline -q && ./target/debug/wf`)})
+		requireExit(t, r, 0)
+		assert.Contains(t, r.Stdout, "test result: ok. 1 passed")
+		assert.Contains(t, r.Stdout, "built cargo")
+		for _, d := range requireReport(t, r).Denials {
+			if !strings.HasPrefix(d.Path, filepath.Join(id.home, ".cargo/.")) || d.Op != "write" {
+				t.Errorf("a denial besides cargo's lock files: %+v", d)
+			}
+		}
+		assert.Equal(t, before, userFiles(t, id.home), "the user's ~/.cargo and dotfiles")
+	})
+}
