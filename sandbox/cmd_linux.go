@@ -156,6 +156,9 @@ func (c *Cmd) Start() error {
 				c.txHold.Close()
 			}
 			c.caches.Close()
+			if re := resourceError("add the caches' rules", err); re != nil {
+				return re
+			}
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
 	}
