@@ -204,6 +204,23 @@ func (n *Notifier) bindUnbound(rule seccomp.Rule, sfd int) (netip.AddrPort, verd
 	return local, verdict{}, true
 }
 
+// ownRoute maps dest, a destination of the command's inet socket sfd (its
+// supervisor's copy, of family dom), to the own loopback address, binding
+// the socket there first when it is unbound. ok false: v answers.
+func (n *Notifier) ownRoute(rule seccomp.Rule, sfd, dom int, dest netip.AddrPort) (unix.Sockaddr, verdict, bool) {
+	if dom != unix.AF_INET && dom != unix.AF_INET6 {
+		return nil, verdict{errno: unix.EINVAL}, false // no longer the inet socket the address was for
+	}
+	to, v, ok := n.ownDestination(rule, socketProto(sfd), dest)
+	if !ok {
+		return nil, v, false
+	}
+	if _, v, ok := n.bindUnbound(rule, sfd); !ok {
+		return nil, v, false
+	}
+	return inetSockaddr(uint16(dom), to), verdict{}, true
+}
+
 // connectOwn performs an inet connect for the command to dest on its own
 // loopback address.
 func (n *Notifier) connectOwn(req *seccomp.Notif, rule seccomp.Rule, fd int, dest netip.AddrPort) verdict {
@@ -212,26 +229,19 @@ func (n *Notifier) connectOwn(req *seccomp.Notif, rule seccomp.Rule, fd int, des
 		return v
 	}
 	defer unix.Close(sfd)
-	if dom != unix.AF_INET && dom != unix.AF_INET6 {
-		return verdict{errno: unix.EINVAL} // no longer the inet socket the address was for
-	}
-	to, v, ok := n.ownDestination(rule, socketProto(sfd), dest)
+	to, v, ok := n.ownRoute(rule, sfd, dom, dest)
 	if !ok {
-		return v
-	}
-	if _, v, ok := n.bindUnbound(rule, sfd); !ok {
 		return v
 	}
 	bl, err := n.newBlocking(req, sfd)
 	if err != nil {
 		return errnoVerdict(err, 0)
 	}
-	return errnoVerdict(bl.connect(inetSockaddr(uint16(dom), to)), 0)
+	return errnoVerdict(bl.connect(to), 0)
 }
 
 // sendtoOwn performs a sendto with an inet destination for the command,
-// to its own loopback address; b is the destination as the command gave
-// it.
+// to its own loopback address.
 func (n *Notifier) sendtoOwn(req *seccomp.Notif, rule seccomp.Rule, dest netip.AddrPort) verdict {
 	a := req.Args
 	sfd, dom, v, ok := n.targetSocket(req, int(int32(a[0])))
@@ -239,14 +249,8 @@ func (n *Notifier) sendtoOwn(req *seccomp.Notif, rule seccomp.Rule, dest netip.A
 		return v
 	}
 	defer unix.Close(sfd)
-	if dom != unix.AF_INET && dom != unix.AF_INET6 {
-		return verdict{errno: unix.EINVAL}
-	}
-	to, v, ok := n.ownDestination(rule, socketProto(sfd), dest)
+	to, v, ok := n.ownRoute(rule, sfd, dom, dest)
 	if !ok {
-		return v
-	}
-	if _, v, ok := n.bindUnbound(rule, sfd); !ok {
 		return v
 	}
 	data, v, ok := sendtoData(req)
@@ -257,9 +261,8 @@ func (n *Notifier) sendtoOwn(req *seccomp.Notif, rule seccomp.Rule, dest netip.A
 	if err != nil {
 		return errnoVerdict(err, 0)
 	}
-	sa := inetSockaddr(uint16(dom), to)
 	sent, err := bl.send(int(int32(a[3])), true, func(flags int) (int, error) {
-		return unix.SendmsgN(sfd, data, nil, sa, flags)
+		return unix.SendmsgN(sfd, data, nil, to, flags)
 	})
 	return errnoVerdict(err, uint64(sent))
 }
@@ -271,17 +274,12 @@ func (n *Notifier) ownName(rule seccomp.Rule, sfd int, dest netip.AddrPort) ([]b
 	if err != nil {
 		return nil, errnoVerdict(err, 0), false
 	}
-	if dom != unix.AF_INET && dom != unix.AF_INET6 {
-		return nil, verdict{errno: unix.EINVAL}, false
-	}
-	to, v, ok := n.ownDestination(rule, socketProto(sfd), dest)
+	to, v, ok := n.ownRoute(rule, sfd, dom, dest)
 	if !ok {
 		return nil, v, false
 	}
-	if _, v, ok := n.bindUnbound(rule, sfd); !ok {
-		return nil, v, false
-	}
-	return rawInet(uint16(dom), to), verdict{}, true
+	ap, _ := sockaddrAddrPort(to)
+	return rawInet(uint16(dom), ap), verdict{}, true
 }
 
 // socketProto is "udp" for a datagram socket, else "tcp".
