@@ -21,6 +21,13 @@
 
 int __real_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
+// said_code is the exit code of the one line the CLI itself has written
+// (dsh_said_line), -1 before: a thread that fails after it ends the process
+// with that code and adds no line of its own.
+static int said_code = -1;
+
+void dsh_said_line(int code) { __atomic_store_n(&said_code, code, __ATOMIC_SEQ_CST); }
+
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
 	int err = 0;
 	for (int tries = 0; tries < 20; tries++) {
@@ -29,8 +36,11 @@ int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(
 		struct timespec ts = {.tv_sec = 0, .tv_nsec = (tries + 1) * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
-	// One line, even when several threads fail at once: the first says it
-	// and exits; the others wait for that exit.
+	// One line, even when several threads fail at once, or after the CLI
+	// said its own: the first says it and exits; the others wait for that
+	// exit.
+	int code = __atomic_load_n(&said_code, __ATOMIC_SEQ_CST);
+	if (code >= 0) _exit(code);
 	static int said;
 	if (__atomic_exchange_n(&said, 1, __ATOMIC_SEQ_CST))
 		for (;;) pause();

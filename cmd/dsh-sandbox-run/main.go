@@ -44,6 +44,7 @@ func failer(w io.Writer, prog string, code int) func(format string, a ...any) in
 	return func(format string, a ...any) int {
 		msg := strings.ReplaceAll(fmt.Sprintf(format, a...), "\n", " ")
 		fmt.Fprintf(w, "%s: %s\n", prog, msg)
+		saidLine(code)
 		return code
 	}
 }
