@@ -237,13 +237,16 @@ fi
 echo "==== summary (top-level tests and their identities)"
 grep -E '^(--- |    --- )(FAIL|SKIP)|^(ok|FAIL) ' "$run/go-test.txt" || true
 grep -h '^vm-guest:' "$run/console.txt" | tr -d '\r' || true
-# The failures' own lines last (what a CI log's tail keeps): each failing
-# test's indented output after its --- FAIL line, bounded.
+# The failures' own lines last (what a CI log's tail keeps): what each
+# failing test printed (go test -v prints it after the test's === RUN line,
+# up to the next test's), bounded.
 if grep -q -- '--- FAIL' "$run/go-test.txt"; then
   echo "==== failures (their first lines; the whole log: $run/go-test.txt)"
-  awk '/^ *--- FAIL/ { on = 1; n = 0; print; next }
-       on && /^ / && n < 40 { print; n++; next }
-       { on = 0 }' "$run/go-test.txt" | cut -c1-400 | head -n 150
+  grep -oE -- '--- FAIL: [^ ]+' "$run/go-test.txt" | awk '{ print $3 }' | sort -u | while read -r t; do
+    awk -v t="$t" '$0 == "=== RUN   " t { on = 1; n = 0; print; next }
+                   on && /^(=== (RUN|CONT|PAUSE|NAME)|--- )/ { on = 0 }
+                   on && n < 30 { print; n++ }' "$run/go-test.txt"
+  done | cut -c1-400 | head -n 150
 fi
 log "kernel $kver: go test exited $grc; $(grep -c '^--- FAIL' "$run/go-test.txt" || true) top-level failure(s)"
 [ "$grc" = 0 ] || exit 1
