@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -284,4 +285,45 @@ func freePort(t *testing.T) int {
 	}
 	t.Fatal("no free pair of ports on the loopback")
 	return 0
+}
+
+// ownLoopbackControlScript sends to its own UDP server with a TTL (passed
+// on) and with a loose source route whose first hop is off the host (IP
+// options: the supervisor, which sends for the command, would lend it
+// CAP_NET_RAW as root).
+const ownLoopbackControlScript = `python3 -c '
+import errno, socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+c.sendmsg([b"ttl"], [(socket.IPPROTO_IP, socket.IP_TTL, (64).to_bytes(4, "little"))], 0, s.getsockname())
+print("ttl:", s.recv(10).decode())
+lsrr = bytes([131, 7, 4, 192, 0, 2, 1, 0])
+try:
+    c.sendmsg([b"route"], [(socket.IPPROTO_IP, socket.IP_RETOPTS, lsrr)], 0, s.getsockname()); print("route: sent")
+except OSError as e:
+    print("route:", errno.errorcode[e.errno])
+'`
+
+// TestOwnLoopbackControlData: control data that keeps a datagram on its
+// route (a TTL) is passed on; IP options (a source route) are refused with
+// a fact, as root too, on every host with a loopback of its own.
+func TestOwnLoopbackControlData(t *testing.T) {
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
+		if !ownLoopback(h.d) {
+			t.Skip("no loopback of its own on this host: inet sockets refused (TestOwnLoopback)")
+		}
+		ws := id.workspace(t)
+		r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws), Argv: bash(ownLoopbackControlScript), Dir: ws})
+		requireExit(t, r, 0)
+		if want := "ttl: ttl\nroute: EACCES\n"; r.Stdout != want {
+			t.Errorf("stdout %q, want %q (stderr %q)", r.Stdout, want, r.Stderr)
+		}
+		found := false
+		for _, d := range requireReport(t, r).Denials {
+			found = found || d.Op == "send" && strings.HasPrefix(d.target(), "127.0.0.1:") && strings.Contains(d.Reason, "control data")
+		}
+		if !found {
+			t.Errorf("no send denial of the source route: %v", r)
+		}
+	})
 }

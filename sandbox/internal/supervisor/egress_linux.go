@@ -209,6 +209,9 @@ func boundPort(fd int, fam uint16) (uint16, error) {
 
 // sockaddrInet parses a sockaddr_in or sockaddr_in6.
 func sockaddrInet(b []byte) (netip.AddrPort, bool) {
+	if len(b) < 2 {
+		return netip.AddrPort{}, false
+	}
 	fam := binary.LittleEndian.Uint16(b)
 	switch {
 	case fam == unix.AF_INET && len(b) >= 8:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -282,12 +283,48 @@ func (n *Notifier) ownName(rule seccomp.Rule, sfd int, dest netip.AddrPort) ([]b
 	return rawInet(uint16(dom), ap), verdict{}, true
 }
 
-// socketProto is "udp" for a datagram socket, else "tcp".
+// reasonOwnProto is the reason of a refused destination of an inet
+// socket neither TCP nor UDP on the own loopback.
+const reasonOwnProto = "only TCP and UDP reach the sandbox's own loopback without a net namespace"
+
+// socketProto is "tcp" or "udp" for such a socket, else "".
 func socketProto(sfd int) string {
-	if typ, _ := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_TYPE); typ == unix.SOCK_DGRAM {
+	p, err := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	switch {
+	case err != nil:
+		return ""
+	case p == unix.IPPROTO_TCP:
+		return "tcp"
+	case p == unix.IPPROTO_UDP:
 		return "udp"
 	}
-	return "tcp"
+	return ""
+}
+
+// wildcardPortInUse says whether a socket of protocol proto in the
+// supervisor's network namespace is bound to port on every address
+// (0.0.0.0, ::, ::ffff:0.0.0.0), in state state ("" for any).
+func wildcardPortInUse(proto string, port uint16, state string) bool {
+	p := fmt.Sprintf(":%04X", port)
+	for _, f := range []struct {
+		file  string
+		wants []string
+	}{
+		{proto, []string{"00000000" + p}},
+		{proto + "6", []string{"00000000000000000000000000000000" + p, "0000000000000000FFFF000000000000" + p}},
+	} {
+		b, err := os.ReadFile("/proc/net/" + f.file)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) > 3 && slices.Contains(f.wants, fields[1]) && (state == "" || fields[3] == state) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // sockaddrAddrPort is an inet socket address as an AddrPort (v4-mapped
@@ -311,15 +348,26 @@ func (n *Notifier) ownDestination(rule seccomp.Rule, proto string, dest netip.Ad
 		v.fact.Reason = n.egress.reason()
 		return netip.AddrPort{}, v, false
 	}
+	if proto == "" {
+		// SCTP, UDP-Lite, ICMP: tables of their own, not checked here.
+		v := n.deny(rule, unix.EACCES, "", dest.String())
+		v.fact.Reason = reasonOwnProto
+		return netip.AddrPort{}, v, false
+	}
 	to := netip.AddrPortFrom(n.egress.own, dest.Port())
 	state := ""
 	if proto == "tcp" {
 		state = "0A" // LISTEN
 	}
-	if ownPortInUse(proto, to, state) {
+	t := readSockets(proto)
+	if t.has(ownLocals(to), state) && !t.has(wildcardLocals(dest.Port()), state) {
+		// The command's socket is there, and no socket of every address
+		// shares the port (which one of the command's could only with
+		// SO_REUSEADDR or SO_REUSEPORT set back while the supervisor
+		// bound it): what reaches the own address is the command's.
 		return to, verdict{}, true
 	}
-	if portInUse("/proc/net", proto, dest.Port(), state) {
+	if t.hasPort(dest.Port(), state) {
 		// Nothing of the command's is there; a host socket is, out of
 		// reach: the sandbox's doing.
 		v := n.deny(rule, unix.ECONNREFUSED, "", dest.String())
@@ -329,28 +377,68 @@ func (n *Notifier) ownDestination(rule seccomp.Rule, proto string, dest netip.Ad
 	return netip.AddrPort{}, verdict{errno: unix.ECONNREFUSED}, false
 }
 
-// ownPortInUse says whether a socket of protocol proto in the supervisor's
-// network namespace (the command's) is bound to exactly local (an IPv4
-// address, or mapped in an IPv6 socket), in state state ("" for any).
-func ownPortInUse(proto string, local netip.AddrPort, state string) bool {
-	a := local.Addr().As4()
-	v4 := fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(a[:]), local.Port())
-	m := local.Addr().As16()
-	mapped := fmt.Sprintf("0000000000000000%08X%08X:%04X", binary.NativeEndian.Uint32(m[8:12]), binary.NativeEndian.Uint32(m[12:]), local.Port())
-	for _, f := range []struct{ file, want string }{{proto, v4}, {proto + "6", mapped}} {
-		b, err := os.ReadFile("/proc/net/" + f.file)
+// sockets are the local addresses and states of the sockets of one
+// protocol (its IPv4 and IPv6 tables) in the supervisor's network namespace
+// (the command's), read once from /proc/net: as the kernel prints them,
+// "0100007F:1F90" and "0A" (LISTEN).
+type sockets []struct{ local, state string }
+
+func readSockets(proto string) sockets {
+	var t sockets
+	for _, f := range []string{proto, proto + "6"} {
+		b, err := os.ReadFile("/proc/net/" + f)
 		if err != nil {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			// sl local_address rem_address st ...
-			fields := strings.Fields(line)
-			if len(fields) > 3 && fields[1] == f.want && (state == "" || fields[3] == state) {
-				return true
+			if fields := strings.Fields(line); len(fields) > 3 {
+				t = append(t, struct{ local, state string }{fields[1], fields[3]})
 			}
 		}
 	}
+	return t
+}
+
+// has says whether a socket is bound to one of locals, in state state
+// ("" for any).
+func (t sockets) has(locals []string, state string) bool {
+	for _, s := range t {
+		if slices.Contains(locals, s.local) && (state == "" || s.state == state) {
+			return true
+		}
+	}
 	return false
+}
+
+// hasPort says whether a socket is bound to port on any address, in state
+// state ("" for any).
+func (t sockets) hasPort(port uint16, state string) bool {
+	p := fmt.Sprintf(":%04X", port)
+	for _, s := range t {
+		if strings.HasSuffix(s.local, p) && (state == "" || s.state == state) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownLocals is local (an IPv4 address) as /proc/net prints it: in an IPv4
+// socket, and mapped in an IPv6 one.
+func ownLocals(local netip.AddrPort) []string {
+	a := local.Addr().As4()
+	m := local.Addr().As16()
+	return []string{
+		fmt.Sprintf("%08X:%04X", binary.NativeEndian.Uint32(a[:]), local.Port()),
+		fmt.Sprintf("0000000000000000%08X%08X:%04X", binary.NativeEndian.Uint32(m[8:12]), binary.NativeEndian.Uint32(m[12:]), local.Port()),
+	}
+}
+
+// wildcardLocals is port on every address (0.0.0.0, ::, ::ffff:0.0.0.0) as
+// /proc/net prints it.
+func wildcardLocals(port uint16) []string {
+	p := fmt.Sprintf(":%04X", port)
+	return []string{"00000000" + p, "00000000000000000000000000000000" + p, "0000000000000000FFFF000000000000" + p}
 }
 
 // sockname answers a getsockname() of the command: its own loopback

@@ -146,6 +146,7 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 	}
 
 	var oob []byte
+	var cmsgs []unix.SocketControlMessage
 	var passed []int
 	defer func() {
 		for _, fd := range passed {
@@ -157,7 +158,7 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 		if err != nil {
 			return 0, verdict{errno: unix.EFAULT}, false
 		}
-		cmsgs, err := unix.ParseSocketControlMessage(raw)
+		cmsgs, err = unix.ParseSocketControlMessage(raw)
 		if err != nil {
 			return 0, verdict{errno: unix.EINVAL}, false
 		}
@@ -202,6 +203,21 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 		return 0, v, false
 	}
 	defer unix.Close(sfd)
+	if len(cmsgs) > 0 {
+		if dom, _ := unix.GetsockoptInt(sfd, unix.SOL_SOCKET, unix.SO_DOMAIN); (dom == unix.AF_INET || dom == unix.AF_INET6) && !inetControlOK(cmsgs) {
+			// Sent from the supervisor's thread, IP options (a source
+			// route) would carry its capabilities (CAP_NET_RAW as root),
+			// and a chosen source address (IP_PKTINFO) could leave the
+			// loopback: only what any sender may set is passed on.
+			addr := ""
+			if inet.name != nil {
+				addr = inet.dest.String()
+			}
+			v := n.deny(rule, unix.EACCES, "", addr)
+			v.fact.Reason = reasonInetControl
+			return 0, v, false
+		}
+	}
 	if inet.name != nil && n.emulated() {
 		name, v, ok := n.ownName(rule, sfd, inet.dest)
 		if !ok {
@@ -245,6 +261,27 @@ func (n *Notifier) sendOne(req *seccomp.Notif, rule seccomp.Rule, sockfd int, hd
 		return 0, errnoVerdict(err, 0), false
 	}
 	return r, verdict{}, true
+}
+
+// reasonInetControl is the reason of a refused sendmsg on an inet socket
+// whose control data the supervisor does not pass on.
+const reasonInetControl = "control data other than UDP_SEGMENT, IP_TOS, IP_TTL, IPV6_TCLASS and IPV6_HOPLIMIT cannot be sent for the command"
+
+// inetControlOK says whether every control message of a sendmsg on an
+// inet socket is one any unprivileged sender may set and that keeps the
+// datagram's route: GSO segments, the TOS or traffic class, the TTL or hop
+// limit.
+func inetControlOK(cmsgs []unix.SocketControlMessage) bool {
+	for _, c := range cmsgs {
+		switch {
+		case c.Header.Level == unix.SOL_UDP && c.Header.Type == unix.UDP_SEGMENT,
+			c.Header.Level == unix.IPPROTO_IP && (c.Header.Type == unix.IP_TOS || c.Header.Type == unix.IP_TTL),
+			c.Header.Level == unix.IPPROTO_IPV6 && (c.Header.Type == unix.IPV6_TCLASS || c.Header.Type == unix.IPV6_HOPLIMIT):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // cmsg encodes one control message.
