@@ -301,32 +301,6 @@ func socketProto(sfd int) string {
 	return ""
 }
 
-// wildcardPortInUse says whether a socket of protocol proto in the
-// supervisor's network namespace is bound to port on every address
-// (0.0.0.0, ::, ::ffff:0.0.0.0), in state state ("" for any).
-func wildcardPortInUse(proto string, port uint16, state string) bool {
-	p := fmt.Sprintf(":%04X", port)
-	for _, f := range []struct {
-		file  string
-		wants []string
-	}{
-		{proto, []string{"00000000" + p}},
-		{proto + "6", []string{"00000000000000000000000000000000" + p, "0000000000000000FFFF000000000000" + p}},
-	} {
-		b, err := os.ReadFile("/proc/net/" + f.file)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			fields := strings.Fields(line)
-			if len(fields) > 3 && slices.Contains(f.wants, fields[1]) && (state == "" || fields[3] == state) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // sockaddrAddrPort is an inet socket address as an AddrPort (v4-mapped
 // addresses unmapped).
 func sockaddrAddrPort(sa unix.Sockaddr) (netip.AddrPort, bool) {
