@@ -4,12 +4,9 @@ package supervisor
 
 import (
 	"encoding/binary"
-	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -319,27 +316,6 @@ func (e *Egress) local(dest netip.AddrPort) bool {
 	return dest.Addr().IsLoopback() || dest.Port() == 53 && slices.Contains(e.DNS, dest.Addr())
 }
 
-// portInUse says whether a socket of protocol proto ("tcp", "udp") in the
-// network namespace whose /proc/.../net directory is dir has local port
-// port, in state state ("" for any: st 0A is LISTEN).
-func portInUse(dir, proto string, port uint16, state string) bool {
-	want := fmt.Sprintf(":%04X", port)
-	for _, f := range []string{dir + "/" + proto, dir + "/" + proto + "6"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			// sl local_address rem_address st ...
-			fields := strings.Fields(line)
-			if len(fields) > 3 && strings.HasSuffix(fields[1], want) && (state == "" || fields[3] == state) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // hostOnly says whether a connection or datagram of protocol proto to
 // loopback port port from process pid, in a net namespace of its own,
 // finds nothing there while the host (the supervisor's namespace) has a
@@ -350,7 +326,7 @@ func hostOnly(pid int, proto string, port uint16) bool {
 	if proto == "tcp" {
 		state = "0A" // LISTEN
 	}
-	return portInUse("/proc/net", proto, port, state) && !portInUse("/proc/"+strconv.Itoa(pid)+"/net", proto, port, state)
+	return readSockets("/proc/net", proto).hasPort(port, state) && !readSockets("/proc/"+strconv.Itoa(pid)+"/net", proto).hasPort(port, state)
 }
 
 // sendtoInet decides a sendto with an inet destination under an allowlist

@@ -333,7 +333,7 @@ func (n *Notifier) ownDestination(rule seccomp.Rule, proto string, dest netip.Ad
 	if proto == "tcp" {
 		state = "0A" // LISTEN
 	}
-	t := readSockets(proto)
+	t := readSockets("/proc/net", proto) // the command's namespace: the supervisor's
 	if t.has(ownLocals(to), state) && !t.has(wildcardLocals(dest.Port()), state) {
 		// The command's socket is there, and no socket of every address
 		// shares the port (which one of the command's could only with
@@ -352,15 +352,15 @@ func (n *Notifier) ownDestination(rule seccomp.Rule, proto string, dest netip.Ad
 }
 
 // sockets are the local addresses and states of the sockets of one
-// protocol (its IPv4 and IPv6 tables) in the supervisor's network namespace
-// (the command's), read once from /proc/net: as the kernel prints them,
-// "0100007F:1F90" and "0A" (LISTEN).
+// protocol ("tcp", "udp": its IPv4 and IPv6 tables) in a network namespace,
+// read once from its /proc/.../net directory dir: as the kernel prints
+// them, "0100007F:1F90" and "0A" (LISTEN).
 type sockets []struct{ local, state string }
 
-func readSockets(proto string) sockets {
+func readSockets(dir, proto string) sockets {
 	var t sockets
 	for _, f := range []string{proto, proto + "6"} {
-		b, err := os.ReadFile("/proc/net/" + f)
+		b, err := os.ReadFile(dir + "/" + f)
 		if err != nil {
 			continue
 		}

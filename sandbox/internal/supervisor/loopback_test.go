@@ -60,7 +60,7 @@ func TestRawInet(t *testing.T) {
 // another address at that port, or another port, is not.
 func TestOwnPortInUse(t *testing.T) {
 	has := func(proto string, local netip.AddrPort, state string) bool {
-		return readSockets(proto).has(ownLocals(local), state)
+		return readSockets("/proc/net", proto).has(ownLocals(local), state)
 	}
 	own := newOwnLoopback()
 	ln, err := net.Listen("tcp4", netip.AddrPortFrom(own, 0).String())
@@ -93,21 +93,21 @@ func TestWildcardLocals(t *testing.T) {
 	require.NoError(t, err)
 	defer pc.Close()
 	port := uint16(pc.LocalAddr().(*net.UDPAddr).Port)
-	assert.False(t, readSockets("udp").has(wildcardLocals(port), ""), "the own address only")
+	assert.False(t, readSockets("/proc/net", "udp").has(wildcardLocals(port), ""), "the own address only")
 
 	wild, err := net.ListenPacket("udp4", "0.0.0.0:0")
 	require.NoError(t, err)
 	defer wild.Close()
 	wport := uint16(wild.LocalAddr().(*net.UDPAddr).Port)
-	assert.True(t, readSockets("udp").has(wildcardLocals(wport), ""))
-	assert.False(t, readSockets("tcp").has(wildcardLocals(wport), ""))
+	assert.True(t, readSockets("/proc/net", "udp").has(wildcardLocals(wport), ""))
+	assert.False(t, readSockets("/proc/net", "tcp").has(wildcardLocals(wport), ""))
 
 	ln, err := net.Listen("tcp", "[::]:0") // dual-stack: ::
 	require.NoError(t, err)
 	defer ln.Close()
 	tport := uint16(ln.Addr().(*net.TCPAddr).Port)
-	assert.True(t, readSockets("tcp").has(wildcardLocals(tport), "0A"))
-	assert.False(t, readSockets("tcp").has(wildcardLocals(tport), "01"))
+	assert.True(t, readSockets("/proc/net", "tcp").has(wildcardLocals(tport), "0A"))
+	assert.False(t, readSockets("/proc/net", "tcp").has(wildcardLocals(tport), "01"))
 }
 
 // TestInetControlOK: only control data any sender may set, and that keeps
