@@ -3,14 +3,12 @@ module github.com/dsh-sandbox/dsh-sandbox
 go 1.25.0
 
 require (
-	github.com/seccomp/libseccomp-golang v0.11.1
-	golang.org/x/sys v0.47.0
-)
-
-require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/opencontainers/cgroups v0.1.0
+	github.com/seccomp/libseccomp-golang v0.11.1
 	github.com/spf13/pflag v1.1.0
+	github.com/stretchr/testify v1.12.1
+	golang.org/x/sys v0.47.0
 )
 
 require (
@@ -24,12 +22,8 @@ require (
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-)
-
-require (
-	github.com/stretchr/testify v1.12.1
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
