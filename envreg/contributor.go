@@ -3,7 +3,7 @@ package envreg
 import (
 	"strings"
 
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // Managed keys and names.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dsh-sandbox/dsh-sandbox/envreg"
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // Collect the managed environment of one bash call and hand it to the

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // newTest is a registry with a fixed home, independent of the environment.

@@ -26,7 +26,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // OutputResult is one read of a task (task_output, bash_output).

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // job is a minimal Handle: its output is fixed and it ends when done is

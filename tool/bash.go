@@ -10,7 +10,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // Name is the bash tool's name.

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/dsh-sandbox/dsh-sandbox/envreg"
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // RegistryEnv collects each call's managed DSH_* variables from r: a fresh

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // StatusKind is the state shown in a card's status pill.

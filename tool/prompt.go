@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // PromptSection is a section of the system prompt contributed by a tool.

@@ -12,7 +12,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
-	"github.com/dsh-sandbox/dsh-sandbox/tool/call"
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // TestTransactionOption: a session in a transaction writes there, not to

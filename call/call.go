@@ -1,7 +1,3 @@
-// Package call holds what every model-facing tool shares: who calls
-// (Agent), the context of one call (Context), what a call returns (Result),
-// and the Tool interface a harness registers. Packages tool (bash) and tasks
-// (task_output, task_list, task_kill, bash_output, bash_kill) implement it.
 package call
 
 import (
