@@ -421,7 +421,7 @@ demo: build
 	@bash -c "$$DEMO_SCRIPT"
 
 # ---------------------------------------------------------------------------------------------
-# make vm-test — the kernel matrix in QEMU (issue 10). Kernels are downloaded with apt-get into
+# make vm-test — the kernel matrix in QEMU. Kernels are downloaded with apt-get into
 # integration/vm/.cache (not committed).
 KERNEL ?= 6.1
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cost of the toolchain caches' overlays (issue 27): the median wall time of
+# The cost of the toolchain caches' overlays: the median wall time of
 #   go build, cold    a small module (fmt, encoding/json, strings), every cache empty
 #   go build, warm    the same with the user's build cache warm (the sandbox's own empty)
 #   npm install, cold a local tarball into a fresh node_modules, ~/.npm empty

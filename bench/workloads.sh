@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Workloads of issue 15 (performance), in one run: the median wall time of
+# The performance workloads, in one run: the median wall time of
 #   `bash -c true`                    spawn cost
 #   `tar x` of 5,000 small files      5,000 file creations (50 directories, 100-2000 bytes each)
 #   `git status` in 5,000 files       a repository of 5,000 committed files
@@ -302,7 +302,7 @@ for r in range(3):
         rows.append(["notify", mode, r + 1, slot, f"{med:.3f}", "us-median"])
         rows.append(["notify", mode, r + 1, slot, f"{p90:.3f}", "us-p90"])
 
-# Transactions (issue 16): the tar workload under dsh with --transaction against without,
+# Transactions: the tar workload under dsh with --transaction against without,
 # interleaved; after each transactional run, the commit of what it made (5,000 files moved
 # into the workspace) against `cp -a` of the same tree (copied first, from the upper layer).
 tws = os.path.join(ws_root, "tar")

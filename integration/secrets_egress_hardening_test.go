@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Issue 26, part 3: the secrets the default set missed, the egress proxy's
+// The secrets the default set once missed, the egress proxy's
 // per-command bound, and --deny-domain addresses behind allowed names.
 // (The MCP server's generated token: cmd/dsh-sandbox-mcp,
 // TestHTTPGeneratedTokenHidden.)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Transactions against a command that attacks them (issue 26): nothing a
+// Transactions against a command that attacks them: nothing a
 // confined command does may change what a later commit writes, except the
 // contents of the upper layer as seen through its overlay.
 

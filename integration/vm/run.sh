@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# integration/vm/run.sh — boot a Debian kernel in QEMU and run the integration tests inside it
-# (issue 10). Used by `make vm-test`; every variable has a default:
+# integration/vm/run.sh — boot a Debian kernel in QEMU and run the integration tests inside it.
+# Used by `make vm-test`; every variable has a default:
 #
 #   KERNEL=6.1|6.12     the Debian kernel series (6.1: Landlock ABI 2; 6.12: ABI 6)
 #   KERNEL_PKG=...      an exact linux-image package instead of the newest of the series
