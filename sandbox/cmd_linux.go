@@ -379,7 +379,10 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			if _, roots := c.prep.writtenCaches(m.Caches); len(roots) > 0 {
 				pol.WritableRoots = append(slices.Clone(pol.WritableRoots), roots...)
 			}
-			if n, err = supervisor.NewNotifier(lfd, c.prep.filterFor(m.MountView == 1), pol, denials, changed, proc.Pid, c.prep.ruleset, guard); err != nil {
+			if n, err = supervisor.NewNotifier(lfd, supervisor.Config{
+				Spec: c.prep.filterFor(m.MountView == 1), Policy: pol, Denials: denials, Changes: changed,
+				Relay: proc.Pid, Ruleset: c.prep.ruleset, Guard: guard,
+			}); err != nil {
 				if re := resourceError("start the notifier", err); re != nil {
 					cleanup()
 					return re

@@ -173,42 +173,57 @@ func (n *Notifier) factPath(req *seccomp.Notif, dirfd int32, addr uint64, follow
 	return p
 }
 
-// NewNotifier serves listener fd of a filter built from spec for the
-// sandbox of policy p, whose runner (the relay) is process relay and whose
-// Landlock ruleset, if any, is ruleset (the notifier keeps a duplicate);
-// guard is what it refuses outright (see OpenGuardFor); changed, when not
-// nil, records the paths of the write-like calls it lets through.
-func NewNotifier(fd int, spec seccomp.Spec, p modes.Policy, denials *facts.Log, changed *changes.Tracker, relay int, ruleset *os.File, guard OpenGuard) (*Notifier, error) {
-	table, err := seccomp.Table(spec)
+// Config is what a Notifier judges by.
+type Config struct {
+	// Spec is the filter the listener belongs to.
+	Spec seccomp.Spec
+	// Policy is the sandbox's policy.
+	Policy modes.Policy
+	// Denials records what is refused.
+	Denials *facts.Log
+	// Changes, when not nil, records the paths of the write-like calls let
+	// through.
+	Changes *changes.Tracker
+	// Relay is the runner's process, whose descendants are the sandbox's.
+	Relay int
+	// Ruleset is the command's Landlock ruleset, or nil; the notifier keeps
+	// a duplicate.
+	Ruleset *os.File
+	// Guard is what the notifier refuses outright (see OpenGuardFor).
+	Guard OpenGuard
+}
+
+// NewNotifier serves listener fd of a filter built from c.Spec. It owns fd
+// from the call on: an error closes it.
+func NewNotifier(fd int, c Config) (_ *Notifier, err error) {
+	rs := -1
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+			if rs >= 0 {
+				unix.Close(rs)
+			}
+		}
+	}()
+	table, err := seccomp.Table(c.Spec)
 	if err != nil {
-		unix.Close(fd)
 		return nil, err
 	}
-	rs := -1
-	if ruleset != nil {
-		if rs, err = unix.FcntlInt(ruleset.Fd(), unix.F_DUPFD_CLOEXEC, 0); err != nil {
-			unix.Close(fd)
+	if c.Ruleset != nil {
+		if rs, err = unix.FcntlInt(c.Ruleset.Fd(), unix.F_DUPFD_CLOEXEC, 0); err != nil {
 			return nil, fmt.Errorf("notifier: %w", err)
 		}
 	}
-	start, err := procStart(relay)
+	start, err := procStart(c.Relay)
 	if err != nil {
-		unix.Close(fd)
-		if rs >= 0 {
-			unix.Close(rs)
-		}
 		return nil, fmt.Errorf("notifier: read the runner's start time: %w", err)
 	}
 	var stop [2]int
 	if err := unix.Pipe2(stop[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		unix.Close(fd)
-		if rs >= 0 {
-			unix.Close(rs)
-		}
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
-	return &Notifier{fd: fd, rootfd: -1, table: table, policy: p, facts: denials, changes: changed, done: make(chan struct{}),
-		stopR: stop[0], stopW: stop[1], ruleset: rs, restricted: restrictedThread{ruleset: rs}, relay: relay, relayStart: start, guard: guard}, nil
+	return &Notifier{fd: fd, rootfd: -1, table: table, policy: c.Policy, facts: c.Denials, changes: c.Changes, done: make(chan struct{}),
+		stopR: stop[0], stopW: stop[1], ruleset: rs, restricted: restrictedThread{ruleset: rs}, relay: c.Relay, relayStart: start, guard: c.Guard}, nil
 }
 
 // stopped reports whether stop was called.

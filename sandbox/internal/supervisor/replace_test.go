@@ -102,7 +102,7 @@ func startSandbox(t *testing.T, ws string, copies, sharedFS bool) (sandboxThread
 	require.GreaterOrEqual(t, fd, 0, "load the thread's filter")
 	p := modes.Policy{Mode: modes.WorkspaceWrite, Workspace: ws, WritableRoots: []string{ws}}
 	log := facts.NewLog()
-	n, err := NewNotifier(fd, seccomp.Spec{Notify: true, Signals: true}, p, log, nil, os.Getpid(), nil, OpenGuard{})
+	n, err := NewNotifier(fd, Config{Spec: seccomp.Spec{Notify: true, Signals: true}, Policy: p, Denials: log, Relay: os.Getpid()})
 	require.NoError(t, err)
 	if !copies {
 		n.NoPidfdGetfd()
