@@ -78,7 +78,7 @@ type cmdState struct {
 // set up (an inconsistent Policy, see modes.Policy.Validate, included), or
 // with an *ExecError when the command could not be executed (in both cases
 // the command never ran).
-func (c *Cmd) Start() error {
+func (c *Cmd) Start() (err error) {
 	if c.proc != nil {
 		return errors.New("sandbox: already started")
 	}
@@ -103,6 +103,22 @@ func (c *Cmd) Start() error {
 	if c.LandlockABI < 0 {
 		return &SetupError{Detail: fmt.Sprintf("LandlockABI must not be negative, got %d", c.LandlockABI)}
 	}
+	// The one rollback: whatever Start made for the command is gone when
+	// the command does not run.
+	defer func() {
+		if err == nil {
+			return
+		}
+		if c.group != nil {
+			c.group.Close()
+			c.group = nil
+		}
+		if c.txHold != nil {
+			c.txHold.Close()
+		}
+		c.caches.Close()
+		c.closeProxy()
+	}()
 	var ports []uint16
 	if c.Policy.Allowlist != nil && c.Policy.Mode.Confines() {
 		if c.Proxy == nil {
@@ -110,7 +126,6 @@ func (c *Cmd) Start() error {
 		}
 		addr, err := c.Proxy.address()
 		if err != nil {
-			c.closeProxy()
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
 		ports = append(ports, addr.Port())
@@ -120,11 +135,7 @@ func (c *Cmd) Start() error {
 	}
 	prep, err := prepare(c.Policy, c.LandlockABI, ports, c.Transaction)
 	if err != nil {
-		c.closeProxy()
-		if re := resourceError("prepare the sandbox", err); re != nil {
-			return re
-		}
-		return &SetupError{Detail: err.Error()}
+		return setupFailed("prepare the sandbox", err)
 	}
 	defer prep.close()
 	c.prep = prep
@@ -132,7 +143,6 @@ func (c *Cmd) Start() error {
 		// Held until the command's processes (and so its overlay) are
 		// gone: no commit moves the upper layer under it.
 		if c.txHold, err = c.Transaction.Hold(); err != nil {
-			c.closeProxy()
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
 	}
@@ -141,25 +151,10 @@ func (c *Cmd) Start() error {
 	if c.Policy.Mode == modes.WorkspaceWrite && len(c.Policy.Caches) > 0 && !c.noAudit {
 		var layers []cachestore.Layer
 		if c.caches, layers, err = cachestore.Open(c.Policy); err != nil {
-			c.closeProxy()
-			if c.txHold != nil {
-				c.txHold.Close()
-			}
-			if re := resourceError("open the cache store", err); re != nil {
-				return re
-			}
-			return &SetupError{Detail: err.Error(), Err: err}
+			return setupFailed("open the cache store", err)
 		}
 		if err := prep.addCaches(layers); err != nil {
-			c.closeProxy()
-			if c.txHold != nil {
-				c.txHold.Close()
-			}
-			c.caches.Close()
-			if re := resourceError("add the caches' rules", err); re != nil {
-				return re
-			}
-			return &SetupError{Detail: err.Error(), Err: err}
+			return setupFailed("add the caches' rules", err)
 		}
 	}
 	switch {
@@ -173,15 +168,7 @@ func (c *Cmd) Start() error {
 		c.audits, err = audit.Start(c.Policy, c.auditSkip)
 	}
 	if err != nil {
-		c.closeProxy()
-		if c.txHold != nil {
-			c.txHold.Close()
-		}
-		c.caches.Close()
-		if re := resourceError("audit the writable roots", err); re != nil {
-			return re
-		}
-		return &SetupError{Detail: err.Error()}
+		return setupFailed("audit the writable roots", err)
 	}
 	if c.Policy.Limits.Any() {
 		// Limits that cannot be enforced never fail a command: without a
@@ -200,18 +187,16 @@ func (c *Cmd) Start() error {
 	if errors.As(err, &se) && c.Transaction != nil && strings.HasPrefix(se.Detail, transactionUnavailable) {
 		se.Err = ErrTransactionUnavailable
 	}
-	if err != nil && c.group != nil {
-		c.group.Close()
-		c.group = nil
-	}
-	if err != nil && c.txHold != nil {
-		c.txHold.Close()
-	}
-	if err != nil {
-		c.caches.Close()
-		c.closeProxy()
-	}
 	return err
+}
+
+// setupFailed is the error of a setup step op that failed with err: a
+// *ResourceError when the host ran out of something, else a *SetupError.
+func setupFailed(op string, err error) error {
+	if re := resourceError(op, err); re != nil {
+		return re
+	}
+	return &SetupError{Detail: err.Error(), Err: err}
 }
 
 // closeProxy closes a proxy made for this command alone.
@@ -228,18 +213,63 @@ func groupNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
+// starting is one runner on its way to "ready": what its messages build,
+// and what startRunner rolls back when the command does not run.
+type starting struct {
+	c       *Cmd
+	proc    *os.Process
+	ctrl    *os.File
+	tree    *runner.Tree
+	eg      *egressSession
+	denials *facts.Log
+	// changed records the paths the command changes (confined modes).
+	changed *changes.Tracker
+	n       *supervisor.Notifier
+	// confined is the process that loads the seccomp filter: the runner,
+	// or the init of its pid namespace when it made one.
+	confined int
+	// keeper is the inner keeper, without a pid namespace.
+	keeper int
+	// ready: the command runs, and the Cmd owns all of the above.
+	ready bool
+	// stopped: stop ran.
+	stopped bool
+}
+
+// stop kills and reaps the runner's tree and closes what was made for it,
+// once.
+func (s *starting) stop() {
+	if s.tree == nil || s.stopped {
+		return
+	}
+	s.stopped = true
+	s.tree.Kill()
+	<-s.tree.Reaped()
+	s.ctrl.Close()
+	if s.n != nil {
+		s.n.Finish(runner.LostWait)
+	}
+	s.changed.Close()
+}
+
 // startRunner starts one runner and waits until the command runs or the
 // runner says why it cannot. On failure everything it started is gone.
-func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
-	denials := facts.NewLog()
-	var eg *egressSession
+func (c *Cmd) startRunner(runnerPath string, userNS bool) (err error) {
+	s := &starting{c: c, denials: facts.NewLog()}
+	defer func() {
+		if err != nil {
+			s.stop()
+			if s.eg != nil {
+				s.eg.close()
+			}
+		}
+	}()
 	if c.Policy.Allowlist != nil && c.Policy.Mode.Confines() {
-		var err error
 		conf := c.resolvConf
 		if conf == "" {
 			conf = resolvConf
 		}
-		if eg, err = c.Proxy.newSession(c.Policy.Allowlist, c.Policy.Mode, denials, nameservers(conf)); err != nil {
+		if s.eg, err = c.Proxy.newSession(c.Policy.Allowlist, c.Policy.Mode, s.denials, nameservers(conf)); err != nil {
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
 	}
@@ -250,57 +280,32 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 	if c.group != nil {
 		cgroupDir, _ = c.group.OpenDir()
 	}
-	proc, ctrl, err := c.spawnRunner(runnerPath, eg, cgroupDir)
+	proc, ctrl, err := c.spawnRunner(runnerPath, s.eg, cgroupDir)
 	joined := err == nil && cgroupDir != nil
 	if err != nil && cgroupDir != nil {
 		var se *SetupError
 		if errors.As(err, &se) {
-			proc, ctrl, err = c.spawnRunner(runnerPath, eg, nil)
+			proc, ctrl, err = c.spawnRunner(runnerPath, s.eg, nil)
 		}
 	}
 	if cgroupDir != nil {
 		cgroupDir.Close()
 	}
 	if err != nil {
-		if eg != nil {
-			eg.close()
-		}
 		return err
 	}
-	tree := runner.StartTree(proc.Pid)
-	var n *supervisor.Notifier
-	var changed *changes.Tracker // the paths the command changes (confined modes)
+	s.proc, s.ctrl, s.tree, s.confined = proc, ctrl, runner.StartTree(proc.Pid), proc.Pid
 	if c.Policy.Mode.Confines() && c.Transaction == nil {
 		// (A transaction's changes are read from its upper layer: once
 		// the command is gone, so is its overlay.)
-		changed = changes.NewTracker(c.Policy)
-	}
-	// The process that loads the seccomp filter: the runner, or the init of
-	// its pid namespace when it made one.
-	confined := proc.Pid
-	keeper := 0 // the inner keeper, without a pid namespace
-	cleanup := func() {
-		tree.Kill()
-		<-tree.Reaped()
-		ctrl.Close()
-		if n != nil {
-			n.Finish(runner.LostWait)
-		}
-		changed.Close()
-		if eg != nil {
-			eg.close()
-		}
+		s.changed = changes.NewTracker(c.Policy)
 	}
 	// The command may run before "ready" (right after its execve) and
 	// stop or kill the runner's processes: a relay gone before "ready"
 	// must not hold Start either.
 	setupDone := make(chan struct{})
 	defer close(setupDone)
-	tree.AbandonSetup(ctrl, setupDone)
-	abort := func(detail string) error {
-		cleanup()
-		return &SetupError{Detail: detail}
-	}
+	s.tree.AbandonSetup(ctrl, setupDone)
 	// The runner reads its spec before it does anything else: joined now,
 	// it and everything it forks are in the group.
 	if c.group != nil && !joined {
@@ -314,19 +319,15 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 		nproc = c.Policy.Limits.MaxPids
 	}
 	listen, dns := "", ""
-	if eg != nil {
-		listen, dns = eg.listenAddrs(), eg.dnsAddrs()
+	if s.eg != nil {
+		listen, dns = s.eg.listenAddrs(), s.eg.dnsAddrs()
 	}
 	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles), nproc, listen, dns)
 	if err != nil {
-		if re := resourceError("prepare the sandbox", err); re != nil {
-			cleanup()
-			return re
-		}
-		return abort(err.Error())
+		return setupFailed("prepare the sandbox", err)
 	}
 	if err := runner.SendBytes(ctrl, spec, nil); err != nil {
-		return abort(fmt.Sprintf("control socket: %v", err))
+		return controlSocket(err)
 	}
 	if c.Policy.Mode.Confines() {
 		var rights []byte
@@ -334,146 +335,178 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) error {
 			rights = unix.UnixRights(int(c.prep.ruleset.Fd()))
 		}
 		if err := runner.SendBytes(ctrl, c.prep.programs(), rights); err != nil {
-			return abort(fmt.Sprintf("control socket: %v", err))
+			return controlSocket(err)
 		}
 	}
-	for {
+	for !s.ready {
 		var m runner.Msg
 		fd, err := runner.RecvMsg(ctrl, &m)
 		if err != nil {
 			if errors.Is(err, runner.ErrClosed) {
-				cleanup()
-				return &SetupError{Detail: fmt.Sprintf("the sandbox runner exited before the command started (%s)", describeStatus(tree.Status()))}
+				s.stop() // the runner's status, once it is reaped
+				return &SetupError{Detail: fmt.Sprintf("the sandbox runner exited before the command started (%s)", describeStatus(s.tree.Status()))}
 			}
-			return abort(fmt.Sprintf("control socket: %v", err))
+			return controlSocket(err)
 		}
 		if fd >= 0 && m.Kind != runner.MsgListener {
 			unix.Close(fd) // the runner passes no other descriptor
 		}
-		switch m.Kind {
-		case runner.MsgInit:
-			confined = m.Pid
-			tree.SetKeeper(m.Pid, true)
-		case runner.MsgKeeper:
-			tree.SetKeeper(m.Pid, false)
-			keeper = m.Pid
-		case runner.MsgListener:
-			// The listener comes attached (SCM_RIGHTS), sent by a thread
-			// of the command's process that the filter does not hold: no
-			// pidfd_getfd, which some hosts (Docker's default seccomp
-			// profile) refuse.
-			lfd := fd
-			if lfd < 0 {
-				return abort("the runner sent no seccomp listener")
-			}
-			if link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", lfd)); link != "anon_inode:seccomp notify" {
-				unix.Close(lfd)
-				return abort(fmt.Sprintf("the runner's descriptor is not a seccomp listener (%q)", link))
-			}
-			guard := supervisor.OpenGuardFor(m.MountView == 1, c.prep.abi)
-			// The caches the command writes in the sandbox's store
-			// (through their overlays, or their upper layers directly
-			// without a mount view): writable roots for the notifier,
-			// never for the change facts or the audit.
-			pol := c.Policy
-			if _, roots := c.prep.writtenCaches(m.Caches); len(roots) > 0 {
-				pol.WritableRoots = append(slices.Clone(pol.WritableRoots), roots...)
-			}
-			if n, err = supervisor.NewNotifier(lfd, supervisor.Config{
-				Spec: c.prep.filterFor(m.MountView == 1), Policy: pol, Denials: denials, Changes: changed,
-				Relay: proc.Pid, Ruleset: c.prep.ruleset, Guard: guard,
-			}); err != nil {
-				if re := resourceError("start the notifier", err); re != nil {
-					cleanup()
-					return re
-				}
-				return abort(err.Error())
-			}
-			if m.IPCNS != 1 {
-				n.SharesIPC()
-			}
-			n.SetKeeper(keeper)
-			if eg != nil {
-				if m.NetNS == 1 && eg.count() != eg.sockets() {
-					return abort(fmt.Sprintf("egress: the runner handed over %d of %d sockets", eg.count(), eg.sockets()))
-				}
-				n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1, Proxy: eg.proxy, Hosts: eg.hosts, DNS: eg.dns,
-					Connecting: func(port uint16) { c.Proxy.expectFrom(port, eg) }})
-			} else if c.prep.filterFor(m.MountView == 1).Inet {
-				// The network is off and the command may have a loopback
-				// of its own: only there, and only in its net namespace.
-				n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1})
-			}
-			if !c.prep.getfd {
-				// No pidfd_getfd here (Docker's default seccomp
-				// profile): sockets are replaced, not copied.
-				n.NoPidfdGetfd()
-			}
-			go n.Run()
-			if err := runner.SendMsg(ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {
-				return abort(fmt.Sprintf("control socket: %v", err))
-			}
-		case runner.MsgNetListen:
-			from := confined
-			if m.Pid > 0 {
-				from = m.Pid
-			}
-			if eg == nil {
-				return abort("the runner made an egress listener without an allowlist")
-			}
-			if m.FD < 0 {
-				// A stub resolver address the namespace could not take
-				// (the ready message says why).
-				eg.skip()
-				if err := runner.SendMsg(ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {
-					return abort(fmt.Sprintf("control socket: %v", err))
-				}
-				continue
-			}
-			lfd, err := takeFD(from, m.FD)
-			if err != nil {
-				if re := resourceError("take an egress listener", err); re != nil {
-					cleanup()
-					return re
-				}
-				return abort(fmt.Sprintf("cannot take an egress listener from the runner: %v", err))
-			}
-			if err := eg.serveListener(eg.count(), lfd); err != nil {
-				return abort(err.Error())
-			}
-			if err := runner.SendMsg(ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {
-				return abort(fmt.Sprintf("control socket: %v", err))
-			}
-		case runner.MsgFail:
-			if m.Errno != 0 && isResourceErrno(syscall.Errno(m.Errno)) {
-				cleanup()
-				return &ResourceError{Op: "runner: " + m.Op, Err: syscall.Errno(m.Errno)}
-			}
-			return abort(m.Detail)
-		case runner.MsgExecFail:
-			cleanup()
-			if isResourceErrno(syscall.Errno(m.Errno)) {
-				return &ResourceError{Op: "exec " + c.Args[0], Err: syscall.Errno(m.Errno)}
-			}
-			return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
-		case runner.MsgReady:
-			c.proc, c.ctrl, c.facts, c.notifier, c.tree, c.egress = proc, ctrl, denials, n, tree, eg
-			if n != nil {
-				c.changed = changed
-			} else {
-				changed.Close() // no supervisor: nothing was recorded
-			}
-			c.enf = withLimits(c.assess(m), c.Policy.Limits, c.limitsMechanism(m))
-			if m.Layers != nil {
-				c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
-			}
-			c.done, c.exited = make(chan struct{}), make(chan struct{})
-			go c.monitor()
-			return nil
-		default:
-			return abort(fmt.Sprintf("unexpected runner message %q", m.Kind))
+		if err := s.handle(m, fd); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// controlSocket is the error of a failed exchange with the runner.
+func controlSocket(err error) error {
+	return &SetupError{Detail: fmt.Sprintf("control socket: %v", err)}
+}
+
+// ack answers a runner's message that waits for one.
+func (s *starting) ack() error {
+	if err := runner.SendMsg(s.ctrl, runner.Msg{Kind: runner.MsgAck}, -1); err != nil {
+		return controlSocket(err)
+	}
+	return nil
+}
+
+// handle takes one message of the runner; fd is the descriptor that came
+// with a listener message (-1: none).
+func (s *starting) handle(m runner.Msg, fd int) error {
+	switch m.Kind {
+	case runner.MsgInit:
+		s.confined = m.Pid
+		s.tree.SetKeeper(m.Pid, true)
+		return nil
+	case runner.MsgKeeper:
+		s.tree.SetKeeper(m.Pid, false)
+		s.keeper = m.Pid
+		return nil
+	case runner.MsgListener:
+		return s.onListener(m, fd)
+	case runner.MsgNetListen:
+		return s.onNetListen(m)
+	case runner.MsgFail:
+		if m.Errno != 0 && isResourceErrno(syscall.Errno(m.Errno)) {
+			return &ResourceError{Op: "runner: " + m.Op, Err: syscall.Errno(m.Errno)}
+		}
+		return &SetupError{Detail: m.Detail}
+	case runner.MsgExecFail:
+		if isResourceErrno(syscall.Errno(m.Errno)) {
+			return &ResourceError{Op: "exec " + s.c.Args[0], Err: syscall.Errno(m.Errno)}
+		}
+		return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
+	case runner.MsgReady:
+		s.onReady(m)
+		return nil
+	default:
+		return &SetupError{Detail: fmt.Sprintf("unexpected runner message %q", m.Kind)}
+	}
+}
+
+// onListener starts the supervisor on the seccomp listener lfd.
+func (s *starting) onListener(m runner.Msg, lfd int) error {
+	c := s.c
+	// The listener comes attached (SCM_RIGHTS), sent by a thread of the
+	// command's process that the filter does not hold: no pidfd_getfd,
+	// which some hosts (Docker's default seccomp profile) refuse.
+	if lfd < 0 {
+		return &SetupError{Detail: "the runner sent no seccomp listener"}
+	}
+	if link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", lfd)); link != "anon_inode:seccomp notify" {
+		unix.Close(lfd)
+		return &SetupError{Detail: fmt.Sprintf("the runner's descriptor is not a seccomp listener (%q)", link)}
+	}
+	guard := supervisor.OpenGuardFor(m.MountView == 1, c.prep.abi)
+	// The caches the command writes in the sandbox's store (through their
+	// overlays, or their upper layers directly without a mount view):
+	// writable roots for the notifier, never for the change facts or the
+	// audit.
+	pol := c.Policy
+	if _, roots := c.prep.writtenCaches(m.Caches); len(roots) > 0 {
+		pol.WritableRoots = append(slices.Clone(pol.WritableRoots), roots...)
+	}
+	n, err := supervisor.NewNotifier(lfd, supervisor.Config{
+		Spec: c.prep.filterFor(m.MountView == 1), Policy: pol, Denials: s.denials, Changes: s.changed,
+		Relay: s.proc.Pid, Ruleset: c.prep.ruleset, Guard: guard,
+	})
+	if err != nil {
+		if re := resourceError("start the notifier", err); re != nil {
+			return re
+		}
+		return &SetupError{Detail: err.Error()}
+	}
+	s.n = n
+	if m.IPCNS != 1 {
+		n.SharesIPC()
+	}
+	n.SetKeeper(s.keeper)
+	if eg := s.eg; eg != nil {
+		if m.NetNS == 1 && eg.count() != eg.sockets() {
+			return &SetupError{Detail: fmt.Sprintf("egress: the runner handed over %d of %d sockets", eg.count(), eg.sockets())}
+		}
+		n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1, Proxy: eg.proxy, Hosts: eg.hosts, DNS: eg.dns,
+			Connecting: func(port uint16) { c.Proxy.expectFrom(port, eg) }})
+	} else if c.prep.filterFor(m.MountView == 1).Inet {
+		// The network is off and the command may have a loopback of its
+		// own: only there, and only in its net namespace.
+		n.SetEgress(&supervisor.Egress{NetNS: m.NetNS == 1})
+	}
+	if !c.prep.getfd {
+		// No pidfd_getfd here (Docker's default seccomp profile):
+		// sockets are replaced, not copied.
+		n.NoPidfdGetfd()
+	}
+	go n.Run()
+	return s.ack()
+}
+
+// onNetListen serves an egress listener the runner made in the command's
+// net namespace.
+func (s *starting) onNetListen(m runner.Msg) error {
+	from := s.confined
+	if m.Pid > 0 {
+		from = m.Pid
+	}
+	if s.eg == nil {
+		return &SetupError{Detail: "the runner made an egress listener without an allowlist"}
+	}
+	if m.FD < 0 {
+		// A stub resolver address the namespace could not take (the
+		// ready message says why).
+		s.eg.skip()
+		return s.ack()
+	}
+	lfd, err := takeFD(from, m.FD)
+	if err != nil {
+		if re := resourceError("take an egress listener", err); re != nil {
+			return re
+		}
+		return &SetupError{Detail: fmt.Sprintf("cannot take an egress listener from the runner: %v", err)}
+	}
+	if err := s.eg.serveListener(s.eg.count(), lfd); err != nil {
+		return &SetupError{Detail: err.Error()}
+	}
+	return s.ack()
+}
+
+// onReady hands the running command to the Cmd.
+func (s *starting) onReady(m runner.Msg) {
+	c := s.c
+	c.proc, c.ctrl, c.facts, c.notifier, c.tree, c.egress = s.proc, s.ctrl, s.denials, s.n, s.tree, s.eg
+	if s.n != nil {
+		c.changed = s.changed
+	} else {
+		s.changed.Close() // no supervisor: nothing was recorded
+	}
+	c.enf = withLimits(c.assess(m), c.Policy.Limits, c.limitsMechanism(m))
+	if m.Layers != nil {
+		c.pidNS, c.cmdPid = m.Layers.PID, m.Layers.CmdPid
+	}
+	c.done, c.exited = make(chan struct{}), make(chan struct{})
+	go c.monitor()
+	s.ready = true
 }
 
 // monitor collects the runner's exit message and reaps it. No helper of the
