@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/dsh-sandbox/dsh-sandbox/envreg"
 	"github.com/dsh-sandbox/dsh-sandbox/call"
+	"github.com/dsh-sandbox/dsh-sandbox/envreg"
 )
 
 // Collect the managed environment of one bash call and hand it to the

@@ -23,8 +23,10 @@ import (
 
 // hardReport holds the report fields the hardening added.
 type hardReport struct {
-	TimedOut       *bool `json:"timed_out"`
-	DenialsDropped *int  `json:"denials_dropped"`
+	TimedOut *bool `json:"timedOut"`
+	Sandbox  *struct {
+		DenialsDropped *int `json:"denialsDropped"`
+	} `json:"sandbox"`
 }
 
 func parseHardReport(t *testing.T, raw string) hardReport {
@@ -143,7 +145,7 @@ func TestReportNotRedirected(t *testing.T) {
 			requireExit(t, r, 3)
 			var got Report
 			if err := json.Unmarshal([]byte(readFile(t, path)), &got); err != nil || got.ExitCode == nil || *got.ExitCode != 3 {
-				t.Errorf("%s = %q (%v), want the report with exit_code 3", path, readFile(t, path), err)
+				t.Errorf("%s = %q (%v), want the report with exitCode 3", path, readFile(t, path), err)
 			}
 		})
 	})
@@ -218,7 +220,7 @@ func TestBroadWorkspaceRefused(t *testing.T) {
 				}
 				requireAbsent(t, dotfile)
 				if rep := requireReport(t, r); rep.ExitCode == nil || *rep.ExitCode != 125 || !strings.Contains(rep.Error, "refusing to make") {
-					t.Errorf("report exit_code = %v error = %q, want 125 and the refusal", rep.ExitCode, rep.Error)
+					t.Errorf("report exitCode = %v error = %q, want 125 and the refusal", rep.ExitCode, rep.Error)
 				}
 			})
 		}
@@ -328,7 +330,7 @@ func TestEnvScrubbed(t *testing.T) {
 
 // TestTimeout: --timeout MS sends SIGTERM to the command when it expires,
 // SIGKILL to the whole tree 3000 ms later; the exit status is the command's
-// as it ended, and the report says timed_out.
+// as it ended, and the report says timedOut.
 func TestTimeout(t *testing.T) {
 	// The timeout runs inside the CLI from the command's start: scaled, so
 	// that bash has installed its trap when it fires. The grace is the
@@ -361,7 +363,7 @@ func TestTimeout(t *testing.T) {
 					requireGone(t, arg, 2*time.Second)
 					h := parseHardReport(t, r.ReportRaw)
 					if h.TimedOut == nil || *h.TimedOut != c.timedOut {
-						t.Errorf("report timed_out = %v, want %v", h.TimedOut, c.timedOut)
+						t.Errorf("report timedOut = %v, want %v", h.TimedOut, c.timedOut)
 					}
 					line := cliPrefix + "timed out after " + c.timeout + " ms"
 					if hasLine(r.Stderr, line) != c.timedOut {
@@ -525,8 +527,8 @@ func TestDenialsCapped(t *testing.T) {
 				if len(rep.Denials) != c.kept {
 					t.Errorf("report keeps %d denials, want %d", len(rep.Denials), c.kept)
 				}
-				if h := parseHardReport(t, r.ReportRaw); h.DenialsDropped == nil || *h.DenialsDropped != c.dropped {
-					t.Errorf("report denials_dropped = %v, want %d", h.DenialsDropped, c.dropped)
+				if h := parseHardReport(t, r.ReportRaw); h.Sandbox == nil || h.Sandbox.DenialsDropped == nil || *h.Sandbox.DenialsDropped != c.dropped {
+					t.Errorf("report sandbox.denialsDropped = %v, want %d", h.Sandbox, c.dropped)
 				}
 				if len(r.ReportRaw) > 400<<10 {
 					t.Errorf("report is %d bytes", len(r.ReportRaw))
@@ -551,7 +553,7 @@ func TestInvalidPolicyRefused(t *testing.T) {
 		type policy struct {
 			Mode          string   `json:"mode"`
 			Workspace     string   `json:"workspace"`
-			WritableRoots []string `json:"writable_roots"`
+			WritableRoots []string `json:"writableRoots"`
 			Protected     []string `json:"protected"`
 		}
 		cases := []struct {

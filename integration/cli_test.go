@@ -21,7 +21,7 @@ func TestSetupErrorsExit125(t *testing.T) {
 			name   string
 			flags  func(ws, marker string) []string
 			argv   func(marker string) []string
-			report bool // the report must still be written, with error + exit_code 125
+			report bool // the report must still be written, with error + exitCode 125
 		}
 		touch := func(marker string) []string { return bash(`touch "` + marker + `"`) }
 		cases := []setupCase{
@@ -85,7 +85,7 @@ func TestSetupErrorsExit125(t *testing.T) {
 						t.Errorf("report has no error field")
 					}
 					if rep.ExitCode == nil || *rep.ExitCode != 125 {
-						t.Errorf("report exit_code = %v, want 125", rep.ExitCode)
+						t.Errorf("report exitCode = %v, want 125", rep.ExitCode)
 					}
 					if len(rep.Denials) != 0 {
 						t.Errorf("report denials = %v, want empty", rep.Denials)
@@ -190,7 +190,7 @@ type probeJSON struct {
 	Version  int `json:"version"`
 	Landlock struct {
 		ABI       int      `json:"abi"`
-		KernelABI int      `json:"kernel_abi"`
+		KernelABI int      `json:"kernelAbi"`
 		Features  []string `json:"features"`
 		Error     string   `json:"error"`
 	} `json:"landlock"`
@@ -345,7 +345,7 @@ func TestProbe(t *testing.T) {
 				wantABI = 0
 			}
 			if confinedLevel(rep.Enforcement.Level, rep.Enforcement.Missing) != wantLevel("workspace-write") || rep.Enforcement.LandlockABI != wantABI {
-				t.Errorf("report enforcement = %+v, want %s with landlock_abi %d", rep.Enforcement, wantLevel("workspace-write"), wantABI)
+				t.Errorf("report enforcement = %+v, want %s with landlockAbi %d", rep.Enforcement, wantLevel("workspace-write"), wantABI)
 			}
 			if want := wantMissing(d, "workspace-write", abi); !slices.Equal(withoutLimits(rep.Enforcement.Missing), want) {
 				t.Errorf("report missing = %q, want %q", rep.Enforcement.Missing, want)

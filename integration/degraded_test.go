@@ -493,7 +493,7 @@ func TestDegradedNoLayerRefuses(t *testing.T) {
 				requireAbsent(t, filepath.Join(ws, "ws-marker"))
 				rep := requireReport(t, r)
 				if rep.Error == "" || rep.ExitCode == nil || *rep.ExitCode != 125 {
-					t.Errorf("report = %+v, want error and exit_code 125", rep)
+					t.Errorf("report = %+v, want error and exitCode 125", rep)
 				}
 			})
 		}

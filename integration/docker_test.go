@@ -63,7 +63,7 @@ func TestDockerProbe(t *testing.T) {
 		var seccomp struct {
 			Seccomp struct {
 				Notify     bool `json:"notify"`
-				PidfdGetfd bool `json:"pidfd_getfd"`
+				PidfdGetfd bool `json:"pidfdGetfd"`
 			} `json:"seccomp"`
 		}
 		if err := json.Unmarshal([]byte(r.Stdout), &seccomp); err != nil {

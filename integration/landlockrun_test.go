@@ -134,14 +134,16 @@ func TestLandlockRunReadOnlyProfile(t *testing.T) {
 		}
 		requireLauncherLines(t, r, partial)
 		var got struct {
-			Mode     string `json:"mode"`
-			Network  bool   `json:"network"`
-			ExitCode int    `json:"exit_code"`
+			Network  bool `json:"network"`
+			ExitCode int  `json:"exitCode"`
+			Sandbox  struct {
+				Mode string `json:"mode"`
+			} `json:"sandbox"`
 		}
 		if err := json.Unmarshal([]byte(readFile(t, rep)), &got); err != nil {
 			t.Fatalf("DSH_SANDBOX_REPORT: %v", err)
 		}
-		if got.Mode != "read-only" || !got.Network || got.ExitCode != 7 {
+		if got.Sandbox.Mode != "read-only" || !got.Network || got.ExitCode != 7 {
 			t.Errorf("report = %+v, want read-only, network, exit 7", got)
 		}
 	})
@@ -332,14 +334,14 @@ func TestLandlockRunExitStatus(t *testing.T) {
 				r := id.llRun(t, runOpts{Flags: roProfile(tc.argv...), Dir: ws, Env: []string{"DSH_SANDBOX_REPORT=" + rep}})
 				requireLLExit(t, r, tc.exit)
 				var got struct {
-					ExitCode *int   `json:"exit_code"`
+					ExitCode *int   `json:"exitCode"`
 					Error    string `json:"error"`
 				}
 				if err := json.Unmarshal([]byte(readFile(t, rep)), &got); err != nil {
 					t.Fatalf("DSH_SANDBOX_REPORT: %v", err)
 				}
 				if got.ExitCode == nil || *got.ExitCode != tc.exit || (got.Error != "") != (tc.line != "") {
-					t.Errorf("report exit_code %v error %q, want %d and an error iff the launcher failed", got.ExitCode, got.Error, tc.exit)
+					t.Errorf("report exitCode %v error %q, want %d and an error iff the launcher failed", got.ExitCode, got.Error, tc.exit)
 				}
 				var want []string
 				if tc.line != "" {

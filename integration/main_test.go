@@ -374,18 +374,30 @@ type result struct {
 	Cmdline   []string
 }
 
-// Report is the --report JSON of the README.
+// Report is the --report JSON (docs/report.md). What the sandbox saw is
+// nested under "sandbox" (ReportSandbox, embedded so that its fields read as
+// the report's; nil when the command never ran).
 type Report struct {
-	Version     int            `json:"version"`
-	Mode        string         `json:"mode"`
-	Network     bool           `json:"network"`
-	Allowlist   *allowlistJSON `json:"allowlist"`
-	Workspace   string         `json:"workspace"`
+	Version        int            `json:"version"`
+	Network        bool           `json:"network"`
+	Allowlist      *allowlistJSON `json:"allowlist"`
+	Workspace      string         `json:"workspace"`
+	Transaction    string         `json:"transaction"`
+	ExitCode       *int           `json:"exitCode"`
+	Signal         string         `json:"signal"`
+	TimedOut       *bool          `json:"timedOut"`
+	Error          string         `json:"error"`
+	*ReportSandbox `json:"sandbox"`
+}
+
+// ReportSandbox is the "sandbox" object of a report: the library's Facts.
+type ReportSandbox struct {
+	Mode        string `json:"mode"`
 	Enforcement struct {
 		Level       string   `json:"level"`
 		Layers      []string `json:"layers"`
 		Missing     []string `json:"missing"`
-		LandlockABI int      `json:"landlock_abi"`
+		LandlockABI int      `json:"landlockAbi"`
 		Limits      string   `json:"limits"`
 		Masked      []struct {
 			Path   string   `json:"path"`
@@ -393,17 +405,15 @@ type Report struct {
 		} `json:"masked"`
 		Caches []string `json:"caches"`
 	} `json:"enforcement"`
+	Denied         bool     `json:"denied"`
 	Denials        []Denial `json:"denials"`
+	DenialsDropped *int     `json:"denialsDropped"`
 	Changes        []Change `json:"changes"`
-	ChangesDropped *int     `json:"changes_dropped"`
-	Transaction    string   `json:"transaction"`
-	ExitCode       *int     `json:"exit_code"`
-	Signal         string   `json:"signal"`
-	Error          string   `json:"error"`
+	ChangesDropped *int     `json:"changesDropped"`
 	Usage          *struct {
-		PeakMemoryBytes *int64 `json:"peak_memory_bytes"`
-		CPUTimeMs       *int64 `json:"cpu_time_ms"`
-		PeakPids        *int64 `json:"peak_pids"`
+		PeakMemoryBytes *int64 `json:"peakMemoryBytes"`
+		CPUTimeMs       *int64 `json:"cpuTimeMs"`
+		PeakPids        *int64 `json:"peakPids"`
 	} `json:"usage"`
 }
 
@@ -658,9 +668,9 @@ func requireExit(t *testing.T, r result, want int) {
 	}
 	if r.Report != nil {
 		if r.Report.ExitCode == nil {
-			t.Errorf("report has no exit_code")
+			t.Errorf("report has no exitCode")
 		} else if *r.Report.ExitCode != want {
-			t.Errorf("report exit_code = %d, want %d", *r.Report.ExitCode, want)
+			t.Errorf("report exitCode = %d, want %d", *r.Report.ExitCode, want)
 		}
 	}
 }

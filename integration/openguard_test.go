@@ -177,7 +177,7 @@ func TestNoMountViewRefusesTruncationAndIoctlOpens(t *testing.T) {
 							wantABI = 2
 						}
 						if abi != wantABI {
-							t.Fatalf("report landlock_abi = %d, want %d (is the simulation on?)", abi, wantABI)
+							t.Fatalf("report landlockAbi = %d, want %d (is the simulation on?)", abi, wantABI)
 						}
 						if contains(rep.Enforcement.Layers, "mount-view") || contains(rep.Enforcement.Layers, "seccomp-notify") != h.notify {
 							t.Fatalf("layers = %v, want no mount-view and seccomp-notify=%v", rep.Enforcement.Layers, h.notify)
@@ -286,7 +286,7 @@ python3 -c 'import os; os.close(os.open("d", os.O_WRONLY | os.O_TRUNC))'`),
 				}
 				requireContent(t, filepath.Join(ws, "c"), existingContent[:3])
 				if h.abi2 && requireReport(t, r).Enforcement.LandlockABI != 2 {
-					t.Errorf("report landlock_abi = %d, want 2 (is the simulation on?)", r.Report.Enforcement.LandlockABI)
+					t.Errorf("report landlockAbi = %d, want 2 (is the simulation on?)", r.Report.Enforcement.LandlockABI)
 				}
 			})
 		})
@@ -337,7 +337,7 @@ print(os.read(fd, 100).decode(), end="")
 					t.Fatalf("layers = %v, want the mount view", rep.Enforcement.Layers)
 				}
 				if d.name != full.name && rep.Enforcement.LandlockABI != 2 {
-					t.Errorf("report landlock_abi = %d, want 2 (is the simulation on?)", rep.Enforcement.LandlockABI)
+					t.Errorf("report landlockAbi = %d, want 2 (is the simulation on?)", rep.Enforcement.LandlockABI)
 				}
 				requireContent(t, filepath.Join(ws, "t"), "")
 				requireContent(t, filepath.Join(ws, "r"), "")

@@ -141,7 +141,7 @@ func TestProbeMissingExact(t *testing.T) {
 						wantKernel = kernel
 					}
 					if p.Landlock.KernelABI != wantKernel {
-						t.Errorf("landlock.kernel_abi = %d, want %d", p.Landlock.KernelABI, wantKernel)
+						t.Errorf("landlock.kernelAbi = %d, want %d", p.Landlock.KernelABI, wantKernel)
 					}
 				}
 				for _, m := range confinedModes {

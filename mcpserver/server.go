@@ -16,11 +16,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/envreg"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
-	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // Name is the server's default implementation name.

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/printable"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testhost"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
@@ -26,7 +27,6 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
-	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 const (

@@ -39,30 +39,10 @@ func (e *ExecError) Unwrap() error { return e.Err }
 type Result struct {
 	// ExitCode is the command's exit status, or 128+N when it died of signal N.
 	ExitCode int
-	// Signal is the signal that killed the command, or 0.
+	// Signal is the signal that killed the command (or the runner, when
+	// Facts.RunnerLost says so), or 0.
 	Signal syscall.Signal
-	// Denials are the facts the supervisor recorded, in first-seen order:
-	// at most MaxDenials distinct ones.
-	Denials []Denial
-	// DenialsDropped counts the denied calls not in Denials because
-	// MaxDenials distinct denials were already kept.
-	DenialsDropped int
-	// Changes are the paths in the writable roots the command created,
-	// modified, removed, renamed or changed the mode of, in the order it
-	// first named them (at most MaxChanges; confined modes with the
-	// supervisor only, see Change for what can be missed).
-	Changes []Change
-	// ChangesDropped counts the changes left out of Changes.
-	ChangesDropped int
-	// Enforcement is how the command was confined.
-	Enforcement Enforcement
-	// Usage is what the command used, where the host measures it (a
-	// cgroup of its own); nil otherwise.
-	Usage *Usage
-	// RunnerLost says why, when the runner died of a signal Kill did not
-	// send before it could report the command's status (then Signal is the
-	// runner's). The command's session was killed with it.
-	RunnerLost string
+	Facts
 }
 
 // Cmd is a command to run under a sandbox policy. Fill the fields, then call

@@ -647,8 +647,17 @@ func (c *Cmd) Wait() (*Result, error) {
 	}
 	c.waitOnce.Do(func() {
 		<-c.done
-		r := &Result{Denials: c.facts.List(), DenialsDropped: c.facts.Dropped(), Enforcement: c.enf, Usage: c.usage,
-			Changes: c.changes, ChangesDropped: c.changesDropped}
+		r := &Result{Facts: Facts{Mode: c.Policy.Mode, Enforcement: c.enf, Denials: c.facts.List(), DenialsDropped: c.facts.Dropped(),
+			Changes: c.changes, ChangesDropped: c.changesDropped, Usage: c.usage}}
+		if r.Denials == nil {
+			r.Denials = []Denial{}
+		}
+		if r.Changes == nil {
+			r.Changes = []Change{}
+		}
+		// A resource limit the command hit is a fact, not a denial of
+		// access: it does not make the result "denied".
+		r.Denied = slices.ContainsFunc(r.Denials, func(d Denial) bool { return d.Op != facts.OpLimit })
 		switch {
 		case c.exit != nil:
 			r.ExitCode, r.Signal = c.exit.ExitCode, syscall.Signal(c.exit.Signal)

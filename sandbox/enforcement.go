@@ -145,7 +145,7 @@ type Enforcement struct {
 	Level       string   `json:"level"`
 	Layers      []string `json:"layers"`
 	Missing     []string `json:"missing"`
-	LandlockABI int      `json:"landlock_abi"`
+	LandlockABI int      `json:"landlockAbi"`
 	// Reasons explain absent layers, e.g. why user namespaces were unavailable.
 	Reasons []string `json:"reasons,omitempty"`
 	// Limits names what enforces the policy's resource limits

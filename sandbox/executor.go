@@ -26,12 +26,12 @@ type Config struct {
 	// Workspace is the workspace root of calls without a session, and their
 	// default working directory. "" means the current directory.
 	Workspace string
-	// WritableRoots are extra directories writable under workspace-write.
-	WritableRoots []string
-	// Protected are extra paths kept read-only inside the writable roots
+	// AllowWrite are extra directories writable under workspace-write.
+	AllowWrite []string
+	// Protect are extra paths kept read-only inside the writable roots
 	// (absolute, or relative to the workspace), besides modes.ProtectedNames
 	// and git's control files (modes.DefaultProtected).
-	Protected []string
+	Protect []string
 	// Unprotect takes names out of modes.ProtectedNames, as
 	// modes.Options.Unprotect.
 	Unprotect []string
@@ -45,7 +45,7 @@ type Config struct {
 	// modes, as modes.Options' fields of the same names (absolute paths).
 	DenyRead, AllowRead []string
 	// AllowBroadWorkspace lets a workspace (the executor's or a session's)
-	// and the WritableRoots be /, a home directory or an ancestor of one
+	// and the AllowWrite directories be /, a home directory or an ancestor of one
 	// under workspace-write; otherwise NewExecutor and Resolve refuse them
 	// with a *modes.BroadWorkspaceError (errors.Is modes.ErrBroadWorkspace).
 	// A broad $TMPDIR is always refused.
@@ -55,10 +55,10 @@ type Config struct {
 	// Limits the host cannot enforce are reported in Enforcement.Missing.
 	Limits *modes.Limits
 	// NoCaches leaves the toolchain caches read-only under workspace-write;
-	// CacheStore is where what commands add to them is kept ("": the
-	// home's modes.HomeCacheStore). See modes.Policy.Caches.
-	NoCaches   bool
-	CacheStore string
+	// CacheDir is where what commands add to them is kept ("": the
+	// home's modes.HomeCacheDir). See modes.Policy.Caches.
+	NoCaches bool
+	CacheDir string
 
 	// DefaultTimeout applies to calls that give none (0: 120000 ms);
 	// MaxTimeout caps every call (0: 600000 ms).

@@ -76,9 +76,9 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	}
 	// The workspace and extra roots must be usable now: derive once.
 	probe, err := modes.Derive(modes.Options{
-		Mode: modes.WorkspaceWrite, Workspace: cfg.Workspace, AllowWrite: cfg.WritableRoots, Protect: cfg.Protected,
+		Mode: modes.WorkspaceWrite, Workspace: cfg.Workspace, AllowWrite: cfg.AllowWrite, Protect: cfg.Protect,
 		Unprotect: cfg.Unprotect, DenyRead: cfg.DenyRead, AllowRead: cfg.AllowRead, Limits: cfg.Limits,
-		Network: cfg.Network, Allowlist: cfg.Allowlist, NoCaches: cfg.NoCaches, CacheStore: cfg.CacheStore,
+		Network: cfg.Network, Allowlist: cfg.Allowlist, NoCaches: cfg.NoCaches, CacheDir: cfg.CacheDir,
 		// A broad workspace only matters where it would be writable.
 		AllowBroadWorkspace: cfg.AllowBroadWorkspace || cfg.Mode != modes.WorkspaceWrite,
 	})
@@ -227,17 +227,17 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		DenyRead:   denyRead,
 		AllowRead:  allowRead,
 		Workspace:  base,
-		AllowWrite: e.cfg.WritableRoots,
+		AllowWrite: e.cfg.AllowWrite,
 		// Other sessions' spill files are not the command's to change.
-		Protect:    append(append([]string(nil), e.cfg.Protected...), e.spillDir),
-		Unprotect:  e.cfg.Unprotect,
-		Network:    network,
-		Allowlist:  allowlist,
-		Limits:     e.cfg.Limits,
-		TempDir:    lookupEnv(r.Env, "TMPDIR"),
-		NoCaches:   e.cfg.NoCaches,
-		CacheStore: e.cfg.CacheStore,
-		CacheHome:  lookupEnv(r.Env, "HOME"),
+		Protect:   append(append([]string(nil), e.cfg.Protect...), e.spillDir),
+		Unprotect: e.cfg.Unprotect,
+		Network:   network,
+		Allowlist: allowlist,
+		Limits:    e.cfg.Limits,
+		TempDir:   lookupEnv(r.Env, "TMPDIR"),
+		NoCaches:  e.cfg.NoCaches,
+		CacheDir:  e.cfg.CacheDir,
+		CacheHome: lookupEnv(r.Env, "HOME"),
 		// Neither / nor a home (the command's $HOME too) becomes writable.
 		AllowBroadWorkspace: e.cfg.AllowBroadWorkspace,
 		Homes:               []string{lookupEnv(r.Env, "HOME")},

@@ -59,7 +59,7 @@ func TestNewExecutorRejects(t *testing.T) {
 	}{
 		{"mode", Config{Mode: modes.Mode(7)}, "unknown sandbox mode 7"},
 		{"workspace", Config{Workspace: filepath.Join(ws, "missing")}, "cannot open workspace"},
-		{"writable root", Config{WritableRoots: []string{filepath.Join(ws, "nope")}}, "cannot use writable root"},
+		{"writable root", Config{AllowWrite: []string{filepath.Join(ws, "nope")}}, "cannot use writable root"},
 		{"negative timeout", Config{DefaultTimeout: -time.Second}, "DefaultTimeout must be positive"},
 		{"default above max", Config{DefaultTimeout: time.Hour, MaxTimeout: time.Minute}, "exceeds MaxTimeout"},
 		{"shell", Config{Shell: "/nonexistent/bash"}, ""},
@@ -235,7 +235,7 @@ func TestRunClassification(t *testing.T) {
 	res, err := e.Run(ctx, Request{Command: "touch " + marker + "; exit 125", Mode: ptr(modes.DangerFullAccess)})
 	require.NoError(t, err, "exit 125 of the command itself is a result")
 	assert.Equal(t, 125, res.ExitCode)
-	assert.False(t, res.Sandbox.RunnerFailed)
+	assert.Empty(t, res.Sandbox.RunnerLost)
 	assert.Equal(t, LevelNone, res.Sandbox.Enforcement.Level)
 	assert.FileExists(t, marker)
 

@@ -8,6 +8,10 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
+// ProbeVersion is the version of the ProbeReport JSON format; version 2
+// names every key in camelCase.
+const ProbeVersion = 2
+
 // ProbeReport says what this host can enforce. It is the JSON document of
 // dsh-sandbox-run --probe --json.
 type ProbeReport struct {
@@ -42,7 +46,7 @@ type LandlockProbe struct {
 	// (ProbeOptions.LandlockABI, --landlock-abi), then KernelABI says the
 	// kernel's.
 	ABI       int      `json:"abi"`
-	KernelABI int      `json:"kernel_abi,omitempty"`
+	KernelABI int      `json:"kernelAbi,omitempty"`
 	Features  []string `json:"features"`
 	Error     string   `json:"error,omitempty"`
 }
@@ -59,7 +63,7 @@ type SeccompProbe struct {
 	// it binds and connects for the command (SECCOMP_IOCTL_NOTIF_ADDFD,
 	// Linux 5.9), refuses what it cannot replace, and a network allowlist
 	// is unavailable.
-	PidfdGetfd bool `json:"pidfd_getfd"`
+	PidfdGetfd bool `json:"pidfdGetfd"`
 }
 
 // NamespaceProbe says which namespaces a sandbox gets on this host, and

@@ -14,7 +14,7 @@ import (
 
 // ProbeWith is Probe with options.
 func ProbeWith(o ProbeOptions) ProbeReport {
-	r := ProbeReport{Version: 1, Modes: map[string]ModeProbe{}, Confined: true}
+	r := ProbeReport{Version: ProbeVersion, Modes: map[string]ModeProbe{}, Confined: true}
 	ws := o.Workspace
 	// A broad workspace (the cwd is often / or the home directory) says
 	// nothing about the host; without a mount view, though, the secrets in

@@ -9,45 +9,40 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// ReportVersion is the version of the Report JSON format.
-const ReportVersion = 1
+// ReportVersion is the version of the Report JSON format. Version 2 nests
+// what the sandbox saw under "sandbox" (the Facts of a RunResult) and names
+// every key in camelCase.
+const ReportVersion = 2
 
-// Report is the JSON document dsh-sandbox-run --report writes. Its format is
-// documented in the README and kept stable.
+// Report is the JSON document dsh-sandbox-run --report writes
+// (docs/report.md). Its format is kept stable within a version.
 type Report struct {
-	Version int        `json:"version"`
-	Mode    modes.Mode `json:"mode"`
-	Network bool       `json:"network"`
+	Version int  `json:"version"`
+	Network bool `json:"network"`
 	// Allowlist is the network allowlist (the network being off
 	// otherwise), when the policy has one.
-	Allowlist   *modes.Allowlist `json:"allowlist,omitempty"`
-	Workspace   string           `json:"workspace"`
-	Enforcement *Enforcement     `json:"enforcement,omitempty"`
-	Denials     []Denial         `json:"denials"`
-	// DenialsDropped counts the denied calls left out of Denials once
-	// MaxDenials distinct ones were kept.
-	DenialsDropped int `json:"denials_dropped"`
-	// Changes are the paths in the writable roots the command changed
-	// (confined modes; see Change), ChangesDropped those left out.
-	Changes        []Change `json:"changes"`
-	ChangesDropped int      `json:"changes_dropped"`
+	Allowlist *modes.Allowlist `json:"allowlist,omitempty"`
+	Workspace string           `json:"workspace"`
 	// Transaction is the directory of the transaction the command ran in
-	// (then Changes are the transaction's so far), when it ran in one.
+	// (then Sandbox.Changes are the transaction's so far), when it ran in
+	// one.
 	Transaction string `json:"transaction,omitempty"`
-	ExitCode    int    `json:"exit_code"`
+	ExitCode    int    `json:"exitCode"`
 	Signal      string `json:"signal,omitempty"`
 	// TimedOut: dsh-sandbox-run's --timeout fired while the command ran
 	// (it was then terminated; it may still have exited 0).
-	TimedOut bool `json:"timed_out"`
-	// Usage is what the command used, where measured (a cgroup of its own).
-	Usage *Usage `json:"usage,omitempty"`
+	TimedOut bool `json:"timedOut"`
+	// Error says why the command never ran (then Sandbox is nil).
 	Error string `json:"error,omitempty"`
+	// Sandbox is what the sandbox saw of the command, nil when it never
+	// ran.
+	Sandbox *Facts `json:"sandbox,omitempty"`
 }
 
 // NewReport builds the report of a run: from its result, or from the error
 // that prevented it (then the exit code is ExitCodeOf(err)).
 func NewReport(p modes.Policy, res *Result, err error) Report {
-	r := Report{Version: ReportVersion, Mode: p.Mode, Network: p.Network, Allowlist: p.Allowlist, Workspace: p.Workspace, Denials: []Denial{}, Changes: []Change{}}
+	r := Report{Version: ReportVersion, Network: p.Network, Allowlist: p.Allowlist, Workspace: p.Workspace}
 	if err != nil {
 		r.ExitCode = ExitCodeOf(err)
 		r.Error = err.Error()
@@ -57,17 +52,8 @@ func NewReport(p modes.Policy, res *Result, err error) Report {
 		}
 		return r
 	}
-	enf := res.Enforcement
-	r.Enforcement = &enf
-	if res.Denials != nil {
-		r.Denials = res.Denials
-	}
-	r.DenialsDropped = res.DenialsDropped
-	if res.Changes != nil {
-		r.Changes = res.Changes
-	}
-	r.ChangesDropped = res.ChangesDropped
-	r.Usage = res.Usage
+	f := res.Facts
+	r.Sandbox = &f
 	r.ExitCode = res.ExitCode
 	if res.Signal != 0 {
 		r.Signal = SignalName(res.Signal)

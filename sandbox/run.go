@@ -25,36 +25,41 @@ type RunResult struct {
 	Sandbox Facts `json:"sandbox"`
 }
 
-// Facts are the sandbox's side of a result.
+// Facts are what the sandbox saw of one command: how it was confined, what
+// it refused, what it changed and what it used. Result, RunResult and the
+// CLI's report carry the same Facts under the same names.
 type Facts struct {
 	// Mode is the mode the command actually ran under.
 	Mode modes.Mode `json:"mode"`
-	// Denied is true iff the supervisor recorded a denial (a resource
-	// limit hit, op "limit", is not one).
-	Denied bool `json:"denied"`
-	// Denials are the denials, in first-seen order (at most MaxDenials).
-	Denials []Denial `json:"denials"`
-	// DenialsDropped counts the denied calls left out of Denials because
-	// MaxDenials distinct ones were already kept.
-	DenialsDropped int `json:"denialsDropped,omitempty"`
-	// Changes are the paths in the writable roots the command changed, in
-	// the order it first named them (at most MaxChanges; see Change).
-	Changes []Change `json:"changes,omitempty"`
-	// ChangesDropped counts the changes left out of Changes.
-	ChangesDropped int `json:"changesDropped,omitempty"`
 	// Enforcement is how the command was confined (level none for
 	// danger-full-access).
 	Enforcement Enforcement `json:"enforcement"`
+	// Denied is true iff the supervisor recorded a denial (a resource
+	// limit hit, op "limit", is not one).
+	Denied bool `json:"denied"`
+	// Denials are the facts the supervisor recorded, in first-seen order:
+	// at most MaxDenials distinct ones.
+	Denials []Denial `json:"denials"`
+	// DenialsDropped counts the denied calls left out of Denials because
+	// MaxDenials distinct ones were already kept.
+	DenialsDropped int `json:"denialsDropped"`
+	// Changes are the paths in the writable roots the command created,
+	// modified, removed, renamed or changed the mode of, in the order it
+	// first named them (at most MaxChanges; confined modes with the
+	// supervisor only, see Change for what can be missed).
+	Changes []Change `json:"changes"`
+	// ChangesDropped counts the changes left out of Changes.
+	ChangesDropped int `json:"changesDropped"`
 	// Usage is what the command used, where a cgroup of its own measured
-	// it (absent otherwise); limits it hit are Denials with op "limit".
+	// it (nil otherwise); limits it hit are Denials with op "limit".
 	Usage *Usage `json:"usage,omitempty"`
-	// RunnerFailed: the runner was lost after the command started (killed
-	// from outside, or it failed); RunnerFailure says why. The command's
-	// session was killed; ExitCode is the runner's death signal, or 125
-	// when nothing is known. (A runner that cannot confine before the
-	// command starts is an error, *SandboxUnavailableError, never a result.)
-	RunnerFailed  bool   `json:"runnerFailed,omitempty"`
-	RunnerFailure string `json:"runnerFailure,omitempty"`
+	// RunnerLost says why, when the runner was lost after the command
+	// started (killed from outside by a signal Kill did not send, or it
+	// failed): the command's session was killed with it, and the exit
+	// code is the runner's death signal, or 125 when nothing is known. (A
+	// runner that cannot confine before the command starts is an error,
+	// never a result.)
+	RunnerLost string `json:"runnerLost,omitempty"`
 }
 
 // Status is the state of a background process.

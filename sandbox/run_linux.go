@@ -8,14 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 )
 
 // Why a command was stopped; the first cause wins.
@@ -308,31 +305,18 @@ func (j *job) supervise(timer *time.Timer) {
 		Sandbox: Facts{
 			Mode:    j.r.Mode,
 			Denials: []Denial{},
+			Changes: []Change{},
 		},
 	}
 	if err != nil {
-		out.Sandbox.RunnerFailed = true
-		out.Sandbox.RunnerFailure = err.Error()
+		out.Sandbox.RunnerLost = err.Error()
 		out.ExitCode = 125 // status unknown: the sandbox's own failure code
 	} else {
-		if res.RunnerLost != "" {
-			out.Sandbox.RunnerFailed = true
-			out.Sandbox.RunnerFailure = res.RunnerLost
-		}
+		out.Sandbox = res.Facts
 		out.ExitCode = res.ExitCode
 		if res.Signal != 0 {
 			out.Signal = SignalName(res.Signal)
 		}
-		out.Sandbox.Enforcement = res.Enforcement
-		if res.Denials != nil {
-			out.Sandbox.Denials = res.Denials
-		}
-		// A resource limit the command hit is a fact, not a denial of
-		// access: it does not make the result "denied".
-		out.Sandbox.Denied = slices.ContainsFunc(res.Denials, func(d Denial) bool { return d.Op != facts.OpLimit })
-		out.Sandbox.DenialsDropped = res.DenialsDropped
-		out.Sandbox.Changes, out.Sandbox.ChangesDropped = res.Changes, res.ChangesDropped
-		out.Sandbox.Usage = res.Usage
 	}
 	if out.Sandbox.Enforcement.Level == "" {
 		out.Sandbox.Enforcement = j.cmd.enf

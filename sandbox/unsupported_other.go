@@ -120,7 +120,7 @@ func (p *Process) OnSettled(func(*RunResult)) {}
 // false, every mode is unavailable with ErrUnsupported's message.
 func ProbeWith(ProbeOptions) ProbeReport {
 	msg := ErrUnsupported.Error()
-	r := ProbeReport{Version: 1, Modes: map[string]ModeProbe{}, Limits: LimitsNone, Allowlist: AllowlistUnavailable,
+	r := ProbeReport{Version: ProbeVersion, Modes: map[string]ModeProbe{}, Limits: LimitsNone, Allowlist: AllowlistUnavailable,
 		Landlock: LandlockProbe{Features: []string{}, Error: msg}, Namespaces: NamespaceProbe{Error: msg}}
 	for _, m := range modes.All() {
 		r.Modes[m.String()] = ModeProbe{Enforcement: LevelUnavailable, Layers: []string{}, Missing: []string{}, Error: msg}

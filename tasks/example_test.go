@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/call"
+	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 )
 
 // job is a minimal Handle: its output is fixed and it ends when done is

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/call"
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 // fakeHandle is a scripted task: output written by the test, an outcome

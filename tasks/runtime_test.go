@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/call"
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
 func TestIDsPerKind(t *testing.T) {

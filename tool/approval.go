@@ -3,9 +3,9 @@ package tool
 import (
 	"context"
 
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
-	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // ApprovalOutcome is the answer of an Approver.

@@ -91,7 +91,7 @@ func outcomeOf(r *sandbox.RunResult) tasks.Outcome {
 	switch {
 	case r == nil:
 		return tasks.Outcome{Status: tasks.StatusRunning}
-	case r.Sandbox.RunnerFailed:
+	case r.Sandbox.RunnerLost != "":
 		return tasks.Outcome{Status: tasks.StatusFailed, Detail: "sandbox runner failed"}
 	case r.Killed || r.Aborted:
 		if r.Signal != "" {

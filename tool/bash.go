@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
-	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // Name is the bash tool's name.

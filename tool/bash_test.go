@@ -16,11 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/envreg"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
-	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // outsideDir is a directory outside every writable root (not under /tmp,

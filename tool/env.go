@@ -3,8 +3,8 @@ package tool
 import (
 	"context"
 
-	"github.com/dsh-sandbox/dsh-sandbox/envreg"
 	"github.com/dsh-sandbox/dsh-sandbox/call"
+	"github.com/dsh-sandbox/dsh-sandbox/envreg"
 )
 
 // RegistryEnv collects each call's managed DSH_* variables from r: a fresh

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
-	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // The model's call is denied in read-only; its same-turn retry with

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/call"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
 // StatusKind is the state shown in a card's status pill.

@@ -153,7 +153,7 @@ func failed(r *sandbox.RunResult) bool {
 func sandboxMarkers(r *sandbox.RunResult, confines bool) []string {
 	f := r.Sandbox
 	switch {
-	case f.RunnerFailed:
+	case f.RunnerLost != "":
 		return []string{RunnerFailureMarker(f.Mode)}
 	case f.Denied && !failed(r):
 		return []string{SurvivedDenialNote}

@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
-	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 // TestTransactionOption: a session in a transaction writes there, not to

@@ -129,10 +129,10 @@ func (o options) config() (sandbox.Config, error) {
 	}
 	limits := o.Limits
 	return sandbox.Config{
-		Mode: mode, Workspace: o.Workspace, WritableRoots: o.AllowWrite, Protected: o.Protect,
+		Mode: mode, Workspace: o.Workspace, AllowWrite: o.AllowWrite, Protect: o.Protect,
 		Unprotect: o.Unprotect, DenyRead: o.DenyRead, AllowRead: o.AllowRead,
-		Network: o.Network, Allowlist: al, AllowBroadWorkspace: o.AllowBroad, Limits: &limits,
-		NoCaches: o.NoCaches, CacheStore: o.CacheDir,
+		Network: o.Network, Allowlist: al, AllowBroadWorkspace: o.AllowBroadWorkspace, Limits: &limits,
+		NoCaches: o.NoCaches, CacheDir: o.CacheDir,
 	}, nil
 }
 
@@ -168,7 +168,7 @@ func run(argv []string, getenv func(string) string, stdin io.Reader, stdout, std
 	defer stop()
 	if o.http != "" {
 		b := tokenSource{token: getenv(tokenEnv), home: getenv("HOME"), tmpdir: getenv("TMPDIR"),
-			workspace: srv.Executor().Workspace(), allowWrite: cfg.WritableRoots}
+			workspace: srv.Executor().Workspace(), allowWrite: cfg.AllowWrite}
 		err = serveHTTP(ctx, srv, o.http, b, stderr)
 	} else {
 		err = srv.MCP().Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})

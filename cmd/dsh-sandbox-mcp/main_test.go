@@ -63,7 +63,7 @@ func TestConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, modes.WorkspaceWrite, cfg.Mode)
 	assert.Equal(t, "/w", cfg.Workspace)
-	assert.Equal(t, []string{"/a"}, cfg.WritableRoots)
+	assert.Equal(t, []string{"/a"}, cfg.AllowWrite)
 	assert.Equal(t, modes.Limits{MaxPids: modes.DefaultPids, MaxMemory: 256 << 20}, *cfg.Limits)
 	require.NotNil(t, cfg.Allowlist)
 	assert.Equal(t, []string{"example.com"}, cfg.Allowlist.Domains)

@@ -30,7 +30,7 @@ func cachesCommand(argv, environ []string, stdout, stderr io.Writer) int {
 		if !filepath.IsAbs(home) {
 			return fail("caches: no absolute $HOME to find the cache store in: give --cache-dir DIR")
 		}
-		store = filepath.Join(home, modes.HomeCacheStore)
+		store = filepath.Join(home, modes.HomeCacheDir)
 	} else if !filepath.IsAbs(store) {
 		return fail("usage error: --cache-dir %q: want an absolute path", store)
 	}

@@ -110,9 +110,9 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		Mode: mode, Workspace: o.Workspace, AllowWrite: o.AllowWrite, Protect: o.Protect,
 		Unprotect: o.Unprotect, DenyRead: o.DenyRead, AllowRead: o.AllowRead,
 		Network: o.Network, Allowlist: allowlist, TempDir: lookupEnv(env, "TMPDIR"),
-		AllowBroadWorkspace: o.AllowBroad,
+		AllowBroadWorkspace: o.AllowBroadWorkspace,
 		NoCaches:            o.NoCaches,
-		CacheStore:          o.CacheDir,
+		CacheDir:            o.CacheDir,
 		CacheHome:           lookupEnv(env, "HOME"),
 		Limits:              &o.Limits,
 		// The caller's home and the command's, besides Derive's own.

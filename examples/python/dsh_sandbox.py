@@ -89,7 +89,7 @@ class Enforcement:
     def from_json(cls, d: dict) -> "Enforcement":
         return cls(level=d.get("level", ""), layers=list(d.get("layers") or []),
                    missing=list(d.get("missing") or []),
-                   landlock_abi=d.get("landlock_abi", 0), limits=d.get("limits", ""))
+                   landlock_abi=d.get("landlockAbi", 0), limits=d.get("limits", ""))
 
 
 @dataclass(frozen=True)
@@ -171,15 +171,16 @@ def run(command: str, *, mode: str = "read-only", workspace: Optional[str] = Non
             raise SandboxError(proc.stderr.strip() or f"no report ({e})") from e
     if report.get("error") and proc.returncode == EXIT_SETUP:
         raise SandboxError(report["error"], report)
+    facts = report.get("sandbox") or {}
     return Result(
-        exit_code=report.get("exit_code", proc.returncode),
+        exit_code=report.get("exitCode", proc.returncode),
         stdout=proc.stdout,
         stderr=proc.stderr,
-        mode=report.get("mode", mode),
-        enforcement=Enforcement.from_json(report.get("enforcement") or {}),
-        denials=[Denial.from_json(d) for d in report.get("denials") or []],
-        denials_dropped=report.get("denials_dropped", 0),
-        timed_out=report.get("timed_out", False),
+        mode=facts.get("mode", mode),
+        enforcement=Enforcement.from_json(facts.get("enforcement") or {}),
+        denials=[Denial.from_json(d) for d in facts.get("denials") or []],
+        denials_dropped=facts.get("denialsDropped", 0),
+        timed_out=report.get("timedOut", False),
         signal=report.get("signal", ""),
         report=report,
     )

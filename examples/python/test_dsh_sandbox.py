@@ -75,7 +75,7 @@ class HarnessTest(unittest.TestCase):
         with self.assertRaises(dsh_sandbox.SandboxError) as cm:
             dsh_sandbox.run("true", mode="workspace-write", workspace="/")
         self.assertIn("refusing to make workspace / writable", str(cm.exception))
-        self.assertEqual(cm.exception.report["exit_code"], dsh_sandbox.EXIT_SETUP)
+        self.assertEqual(cm.exception.report["exitCode"], dsh_sandbox.EXIT_SETUP)
 
     def test_exit_status_and_signal(self):
         res = dsh_sandbox.run("exit 7", workspace=self.ws)

@@ -34,12 +34,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/envreg"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
-	"github.com/dsh-sandbox/dsh-sandbox/call"
 )
 
 func main() {

@@ -39,8 +39,8 @@ type Policy struct {
 	DenyDomain  []string
 	AllowHost   []string
 	Resolve     []string
-	AllowBroad  bool
-	// NoCaches and CacheDir are modes.Options.NoCaches and CacheStore.
+	AllowBroadWorkspace  bool
+	// NoCaches and CacheDir are modes.Options.NoCaches and CacheDir.
 	NoCaches bool
 	CacheDir string
 	// Limits are the resource limits, set by CheckLimits: the defaults,
@@ -77,9 +77,9 @@ func (p *Policy) AddPolicyFlags(fs *pflag.FlagSet, d Defaults) {
 	fs.StringArrayVar(&p.DenyDomain, "deny-domain", nil, "never reach `PATTERN`, even when allowed (repeatable)")
 	fs.StringArrayVar(&p.AllowHost, "allow-host", nil, "reach the host's loopback service `HOST:PORT` (localhost:5432) at the same address inside the sandbox (repeatable)")
 	fs.StringArrayVar(&p.Resolve, "resolve", nil, "make the egress proxy resolve `NAME=ADDR[,ADDR]` so (repeatable)")
-	fs.BoolVar(&p.AllowBroad, "allow-broad-workspace", false, "allow a workspace or --allow-write DIR that is /, your home directory or an ancestor of it")
+	fs.BoolVar(&p.AllowBroadWorkspace, "allow-broad-workspace", false, "allow a workspace or --allow-write DIR that is /, your home directory or an ancestor of it")
 	fs.BoolVar(&p.NoCaches, "no-caches", false, "leave the toolchain caches (~/.cache/go-build, ~/.npm, ~/.cargo/registry, ...) read-only; by default a workspace-write command writes them through an overlay kept in --cache-dir, never into yours")
-	fs.StringVar(&p.CacheDir, "cache-dir", "", "keep what commands add to the toolchain caches in `DIR`, outside every writable root (default: ~/"+modes.HomeCacheStore+")")
+	fs.StringVar(&p.CacheDir, "cache-dir", "", "keep what commands add to the toolchain caches in `DIR`, outside every writable root (default: ~/"+modes.HomeCacheDir+")")
 }
 
 // AddLimitFlags registers --max-pids, --max-memory and --max-cpu on fs, in

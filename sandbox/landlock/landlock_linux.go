@@ -32,14 +32,14 @@ func ABI() (int, error) {
 // Features says which guarantees an ABI can give.
 type Features struct {
 	ABI         int  `json:"abi"`
-	Refer       bool `json:"refer"`        // ABI 2: cross-directory rename/link
-	Truncate    bool `json:"truncate"`     // ABI 3
-	TCP         bool `json:"tcp"`          // ABI 4
-	IoctlDev    bool `json:"ioctl_dev"`    // ABI 5
-	Scopes      bool `json:"scopes"`       // ABI 6: abstract unix sockets, signals
-	Audit       bool `json:"audit"`        // ABI 7
-	ResolveUnix bool `json:"resolve_unix"` // ABI 9: pathname unix sockets
-	UDP         bool `json:"udp"`          // ABI 10
+	Refer       bool `json:"refer"`       // ABI 2: cross-directory rename/link
+	Truncate    bool `json:"truncate"`    // ABI 3
+	TCP         bool `json:"tcp"`         // ABI 4
+	IoctlDev    bool `json:"ioctlDev"`    // ABI 5
+	Scopes      bool `json:"scopes"`      // ABI 6: abstract unix sockets, signals
+	Audit       bool `json:"audit"`       // ABI 7
+	ResolveUnix bool `json:"resolveUnix"` // ABI 9: pathname unix sockets
+	UDP         bool `json:"udp"`         // ABI 10
 }
 
 // FeaturesOf returns the features of ABI v.

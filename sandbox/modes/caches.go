@@ -43,11 +43,11 @@ func CacheVariable(dir string) string {
 	return ""
 }
 
-// HomeCacheStore is the entry of a home where dsh-sandbox keeps the upper
+// HomeCacheDir is the entry of a home where dsh-sandbox keeps the upper
 // layers of the toolchain caches (the default CacheStore): beneath
 // HomeStateDir, so no confined command reads or writes it but through a
 // cache's overlay.
-const HomeCacheStore = HomeStateDir + "/caches"
+const HomeCacheDir = HomeStateDir + "/caches"
 
 // deriveCaches sets p.CacheStore and p.Caches under workspace-write (see
 // Options.NoCaches): the store, outside every writable root, and the
@@ -59,20 +59,20 @@ func (p *Policy) deriveCaches(home string, o Options) error {
 	if o.NoCaches || home == "" {
 		return nil
 	}
-	store := o.CacheStore
+	store := o.CacheDir
 	if store == "" {
-		store = filepath.Join(home, HomeCacheStore)
+		store = filepath.Join(home, HomeCacheDir)
 	} else if !filepath.IsAbs(store) {
-		return fmt.Errorf("%w: %q is not an absolute path", ErrCacheStore, store)
+		return fmt.Errorf("%w: %q is not an absolute path", ErrCacheDir, store)
 	}
 	store = canonicalMaybeMissing(store)
 	if r := rootOf(p.WritableRoots, store); r != "" {
-		if o.CacheStore == "" {
+		if o.CacheDir == "" {
 			// A writable home (AllowBroadWorkspace): its caches are
 			// writable as they are.
 			return nil
 		}
-		return fmt.Errorf("%w: %s lies in the writable root %s, where a confined command could change what later ones read: put it outside every writable root", ErrCacheStore, store, r)
+		return fmt.Errorf("%w: %s lies in the writable root %s, where a confined command could change what later ones read: put it outside every writable root", ErrCacheDir, store, r)
 	}
 	overlaps := func(a string, set []string) bool {
 		for _, b := range set {
@@ -104,7 +104,7 @@ func (p *Policy) deriveCaches(home string, o Options) error {
 		p.Caches = append(p.Caches, d)
 	}
 	if len(p.Caches) > 0 {
-		p.CacheStore = store
+		p.CacheDir = store
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func TestDeriveCaches(t *testing.T) {
 	}
 	assert.Equal(t, in(".cache/go-build", "go/pkg/mod", ".npm", ".cache/yarn", ".cache/pnpm", ".cache/pip", ".cache/uv", ".cargo/registry", ".cargo/git"), p.Caches,
 		"existing, parent existing, or in ~/.cache; never a bin directory")
-	assert.Equal(t, filepath.Join(home, HomeCacheStore), p.CacheStore)
+	assert.Equal(t, filepath.Join(home, HomeCacheDir), p.CacheDir)
 	require.NoError(t, p.Validate())
 
 	for _, c := range []struct {
@@ -57,7 +57,7 @@ func TestDeriveCaches(t *testing.T) {
 			p, err := derive(c.o)
 			require.NoError(t, err)
 			assert.Empty(t, p.Caches)
-			assert.Empty(t, p.CacheStore)
+			assert.Empty(t, p.CacheDir)
 		})
 	}
 	t.Run("a cache in a writable root", func(t *testing.T) {
@@ -70,13 +70,13 @@ func TestDeriveCaches(t *testing.T) {
 		{filepath.Join(ws, "store"), "lies in the writable root"},
 		{"store", "is not an absolute path"},
 	} {
-		_, err := derive(Options{Mode: WorkspaceWrite, CacheStore: c.store})
-		require.ErrorIs(t, err, ErrCacheStore)
+		_, err := derive(Options{Mode: WorkspaceWrite, CacheDir: c.store})
+		require.ErrorIs(t, err, ErrCacheDir)
 		assert.ErrorContains(t, err, c.want)
 	}
 	t.Run("a hand-built policy", func(t *testing.T) {
 		bad := p
-		bad.CacheStore = ws
+		bad.CacheDir = ws
 		assert.ErrorIs(t, bad.Validate(), ErrInvalidPolicy)
 		bad = p
 		bad.Caches = append([]string{ws}, bad.Caches...)
@@ -99,5 +99,5 @@ func TestDeriveCachesOnlyOwnHome(t *testing.T) {
 	p, err := Derive(Options{Mode: WorkspaceWrite, Workspace: ws, CacheHome: other, Homes: []string{other}})
 	require.NoError(t, err)
 	assert.Empty(t, p.Caches)
-	assert.Empty(t, p.CacheStore)
+	assert.Empty(t, p.CacheDir)
 }

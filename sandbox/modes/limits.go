@@ -15,12 +15,12 @@ import (
 // means unlimited.
 type Limits struct {
 	// MaxPids is the most processes and threads the command may have at once.
-	MaxPids int `json:"max_pids"`
+	MaxPids int `json:"maxPids"`
 	// MaxMemory is the most memory, swap included, in bytes.
-	MaxMemory int64 `json:"max_memory"`
+	MaxMemory int64 `json:"maxMemory"`
 	// MaxCPU is the most CPU time per wall-clock time, in cores (1.5: one
 	// and a half cores); 0 leaves CPU unlimited.
-	MaxCPU float64 `json:"max_cpu"`
+	MaxCPU float64 `json:"maxCpu"`
 }
 
 // DefaultPids is DefaultLimits' MaxPids: enough for a parallel build, far

@@ -62,10 +62,10 @@ type Options struct {
 	// a zero field of a non-nil value means that resource is unlimited.
 	Limits *Limits
 	// NoCaches leaves the toolchain caches read-only under workspace-write
-	// (Policy.Caches empty); CacheStore is where their upper layers live
-	// ("": the home's HomeCacheStore). See ToolCaches.
-	NoCaches   bool
-	CacheStore string
+	// (Policy.Caches empty); CacheDir is where their upper layers live
+	// ("": the home's HomeCacheDir). See ToolCaches.
+	NoCaches bool
+	CacheDir string
 	// CacheHome is the home whose toolchain caches the command uses (its
 	// $HOME); "": this process's $HOME. Only a home of this process's user
 	// has caches: its $HOME, the passwd home of its uid, /root for root.
@@ -77,7 +77,7 @@ type Options struct {
 type Policy struct {
 	Mode          Mode     `json:"mode"`
 	Workspace     string   `json:"workspace"`
-	WritableRoots []string `json:"writable_roots"`
+	WritableRoots []string `json:"writableRoots"`
 	Protected     []string `json:"protected"`
 	Network       bool     `json:"network"`
 	// Allowlist, in a confined mode without Network, is what the command
@@ -88,15 +88,15 @@ type Policy struct {
 	// Options.Homes, RootSecrets for root, Options.DenyRead, less
 	// Options.AllowRead. Entries need not exist; the sandbox hides those
 	// that do. Empty in danger-full-access.
-	DenyRead []string `json:"deny_read"`
+	DenyRead []string `json:"denyRead"`
 	// Limits are the command's resource limits (every mode; 0: unlimited).
 	Limits Limits `json:"limits"`
 	// Caches, under workspace-write, are the toolchain caches (ToolCaches)
 	// the command writes through an overlay whose upper layer lies in
-	// CacheStore, where a mount view exists: the user's cache is never
+	// CacheDir, where a mount view exists: the user's cache is never
 	// written. Without a mount view they stay read-only.
-	Caches     []string `json:"caches,omitempty"`
-	CacheStore string   `json:"cache_store,omitempty"`
+	Caches   []string `json:"caches,omitempty"`
+	CacheDir string   `json:"cacheDir,omitempty"`
 }
 
 // ErrWorkspace is wrapped by Derive when the workspace cannot be opened.
@@ -105,8 +105,8 @@ var ErrWorkspace = errors.New("cannot open workspace")
 // ErrWritableRoot is wrapped by Derive when an --allow-write root is unusable.
 var ErrWritableRoot = errors.New("cannot use writable root")
 
-// ErrCacheStore is wrapped by Derive when Options.CacheStore is unusable.
-var ErrCacheStore = errors.New("cannot use cache store")
+// ErrCacheDir is wrapped by Derive when Options.CacheDir is unusable.
+var ErrCacheDir = errors.New("cannot use the cache directory")
 
 // Derive canonicalises o into a Policy. It fails, naming the path, when the
 // workspace or an extra writable root does not exist or is not a directory,

@@ -123,7 +123,7 @@ func checkCanonical(path string) error {
 	return nil
 }
 
-// validCaches checks Caches and CacheStore (see Validate).
+// validCaches checks Caches and CacheDir (see Validate).
 func (p Policy) validCaches() error {
 	if len(p.Caches) == 0 {
 		return nil
@@ -131,17 +131,17 @@ func (p Policy) validCaches() error {
 	if p.Mode != WorkspaceWrite {
 		return fmt.Errorf("caches in %s mode", p.Mode)
 	}
-	if err := checkClean(p.CacheStore); err != nil {
+	if err := checkClean(p.CacheDir); err != nil {
 		return fmt.Errorf("cache store: %v", err)
 	}
-	if r := rootOf(p.WritableRoots, p.CacheStore); r != "" {
-		return fmt.Errorf("cache store %q lies in the writable root %q", p.CacheStore, r)
+	if r := rootOf(p.WritableRoots, p.CacheDir); r != "" {
+		return fmt.Errorf("cache store %q lies in the writable root %q", p.CacheDir, r)
 	}
 	for _, c := range p.Caches {
 		if err := checkClean(c); err != nil {
 			return fmt.Errorf("cache: %v", err)
 		}
-		for _, r := range append([]string{p.CacheStore}, p.WritableRoots...) {
+		for _, r := range append([]string{p.CacheDir}, p.WritableRoots...) {
 			if Within(c, r) || Within(r, c) {
 				return fmt.Errorf("cache %q overlaps %q", c, r)
 			}

@@ -64,19 +64,19 @@ func Open(p modes.Policy) (*Store, []Layer, error) {
 	if len(p.Caches) == 0 {
 		return nil, nil, nil
 	}
-	if err := os.MkdirAll(p.CacheStore, 0o700); err != nil {
+	if err := os.MkdirAll(p.CacheDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("cache store: %w", err)
 	}
 	var sfs unix.Statfs_t
-	if err := unix.Statfs(p.CacheStore, &sfs); err == nil && sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
+	if err := unix.Statfs(p.CacheDir, &sfs); err == nil && sfs.Type == unix.OVERLAYFS_SUPER_MAGIC {
 		// An overlay takes no upper layer on an overlay (a container's
 		// root filesystem, say): the caches stay read-only, and no
 		// mount is tried (the kernel would log each refusal).
 		return nil, nil, nil
 	}
-	if due(p.CacheStore) {
-		if n, err := Usage(p.CacheStore); err == nil && n > Limit {
-			_, _ = Clean(p.CacheStore)
+	if due(p.CacheDir) {
+		if n, err := Usage(p.CacheDir); err == nil && n > Limit {
+			_, _ = Clean(p.CacheDir)
 		}
 	}
 	s := &Store{}
@@ -85,7 +85,7 @@ func Open(p modes.Policy) (*Store, []Layer, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			continue // it stays as it is
 		}
-		e := entry(p.CacheStore, dir)
+		e := entry(p.CacheDir, dir)
 		l := Layer{Dir: dir, Upper: filepath.Join(e, "upper"), Work: filepath.Join(e, "work")}
 		if err := os.MkdirAll(l.Upper, 0o700); err != nil {
 			s.Close()

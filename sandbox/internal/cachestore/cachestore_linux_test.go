@@ -18,7 +18,7 @@ import (
 // the file untouched — and the user's cache is never written.
 func TestOpenAndClean(t *testing.T) {
 	home := t.TempDir()
-	p := modes.Policy{Mode: modes.WorkspaceWrite, CacheStore: filepath.Join(home, modes.HomeCacheStore),
+	p := modes.Policy{Mode: modes.WorkspaceWrite, CacheDir: filepath.Join(home, modes.HomeCacheDir),
 		Caches: []string{filepath.Join(home, ".cache/go-build"), filepath.Join(home, ".npm")}}
 	require.NoError(t, os.MkdirAll(p.Caches[1], 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(p.Caches[1], "mine"), []byte("mine"), 0o644))
@@ -50,16 +50,16 @@ func TestOpenAndClean(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, busy, "held by the first command")
 	s2.Close()
-	n, err := Clean(p.CacheStore)
+	n, err := Clean(p.CacheDir)
 	require.NoError(t, err)
 	assert.Equal(t, 2, n, "both held")
 	assert.FileExists(t, filepath.Join(layers[0].Upper, "link"))
 
 	require.NoError(t, s.Close())
-	used, err := Usage(p.CacheStore)
+	used, err := Usage(p.CacheDir)
 	require.NoError(t, err)
 	assert.Positive(t, used)
-	n, err = Clean(p.CacheStore)
+	n, err = Clean(p.CacheDir)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	for _, l := range layers {
@@ -79,7 +79,7 @@ func TestOpenAndClean(t *testing.T) {
 // TestOpenNoCaches: a policy without caches makes nothing.
 func TestOpenNoCaches(t *testing.T) {
 	home := t.TempDir()
-	s, layers, err := Open(modes.Policy{Mode: modes.WorkspaceWrite, CacheStore: filepath.Join(home, "store")})
+	s, layers, err := Open(modes.Policy{Mode: modes.WorkspaceWrite, CacheDir: filepath.Join(home, "store")})
 	require.NoError(t, err)
 	assert.Nil(t, s)
 	assert.Empty(t, layers)

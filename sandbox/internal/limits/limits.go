@@ -20,9 +20,9 @@ const (
 // Usage is what a command used, as far as its mechanism measures it (nil:
 // unknown).
 type Usage struct {
-	PeakMemoryBytes *int64 `json:"peak_memory_bytes"`
-	CPUTimeMs       *int64 `json:"cpu_time_ms"`
-	PeakPids        *int64 `json:"peak_pids"`
+	PeakMemoryBytes *int64 `json:"peakMemoryBytes"`
+	CPUTimeMs       *int64 `json:"cpuTimeMs"`
+	PeakPids        *int64 `json:"peakPids"`
 }
 
 // Hit is a limit the command ran into: Count times (OOM kills, refused forks).
