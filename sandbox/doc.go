@@ -14,7 +14,7 @@
 // in the kernel, passed to the runner as an fd), the seccomp BPF program and
 // the mount plan. It then starts a runner: the same binary re-executed as
 // "dsh-sandbox-runner". The runner is C code run from an ELF constructor
-// (sandbox/internal/runner, runner_linux.c), before the Go runtime starts;
+// (sandbox/internal/runner, runner_*_linux.c), before the Go runtime starts;
 // this package imports it, so any binary linking this package is its own
 // runner and a command costs no second Go start. In a fixed order it:
 //

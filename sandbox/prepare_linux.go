@@ -354,7 +354,7 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 		{"extra", strconv.Itoa(extra)},
 		// RLIMIT_NPROC, when no cgroup limits the command's pids (the
 		// runner sets it only in a user namespace of its own, see
-		// runner_linux.c).
+		// runner_main_linux.c).
 		{"nproc", strconv.Itoa(nproc)},
 		{"egress", listen},
 		{"dns", dns},

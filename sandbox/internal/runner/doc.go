@@ -1,12 +1,12 @@
 // Package runner owns the runner and the supervisor's side of its processes.
 //
-// The runner is C (runner_linux.c), compiled here by cgo (runner_cgo_linux.go)
-// and run from an ELF constructor before the Go runtime starts: every binary
-// that links this package — every binary importing package sandbox does —
-// becomes a runner when re-executed with argv[0] [Arg0] and [EnvVar]=1, and
-// never reaches main. It creates the namespaces, builds the mount view, drops
-// privileges, enforces Landlock and seccomp, starts the command and stays as
-// its relay, keeper or pid-namespace init.
+// The runner is C (runner_*_linux.c, runner_linux.h), compiled here by cgo
+// (runner_cgo_linux.go) and run from an ELF constructor before the Go runtime
+// starts: every binary that links this package — every binary importing
+// package sandbox does — becomes a runner when re-executed with argv[0]
+// [Arg0] and [EnvVar]=1, and never reaches main. It creates the namespaces,
+// builds the mount view, drops privileges, enforces Landlock and seccomp,
+// starts the command and stays as its relay, keeper or pid-namespace init.
 //
 // The Go side here is the control protocol ([Msg], [SpecTokens], [SendMsg],
 // [RecvMsg]: JSON messages and SCM_RIGHTS over a SOCK_SEQPACKET pair, the

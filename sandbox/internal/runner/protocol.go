@@ -40,7 +40,12 @@ type Layers struct {
 }
 
 // SpecTokens encodes the runner's spec: NUL-separated tokens, "dsh1", then
-// key/value options, then "ops" and the mount plan (see runner_linux.c).
+// key/value options, then "ops" and the mount plan (see runner_main_linux.c).
+//
+// Every token the runner matches — Arg0, EnvVar, "dsh1", "ops", the option
+// keys of package sandbox's spec (prepare_linux.go) and the mount plan's
+// steps and modes (package mountplan) — is listed once, in runner_linux.h:
+// a token added, renamed or removed on the Go side must change there too.
 func SpecTokens(opts [][2]string, plan []string) []byte {
 	var b []byte
 	add := func(s string) { b = append(append(b, s...), 0) }
