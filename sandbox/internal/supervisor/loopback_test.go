@@ -3,6 +3,7 @@
 package supervisor
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"testing"
@@ -140,5 +141,140 @@ func TestSockaddrInetShort(t *testing.T) {
 	for _, b := range [][]byte{nil, {2}, {2, 0, 0x1f}, {10, 0, 0, 80, 0, 0, 0, 0}} {
 		_, ok := sockaddrInet(b)
 		assert.False(t, ok, "%v", b)
+	}
+}
+
+// littleEndian: /proc/net prints addresses as native-endian words; the
+// expected strings below are a little-endian host's.
+func littleEndian(t *testing.T) {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		t.Skip("the expected /proc/net strings are a little-endian host's")
+	}
+}
+
+// TestOwnLocals: the own address at a port as /proc/net prints it, in an
+// IPv4 table and mapped in an IPv6 one, the port always four hex digits.
+func TestOwnLocals(t *testing.T) {
+	littleEndian(t)
+	for _, tc := range []struct {
+		local string
+		want  []string
+	}{
+		{"127.70.1.2:8080", []string{"0201467F:1F90", "0000000000000000FFFF00000201467F:1F90"}},
+		{"127.64.0.1:0", []string{"0100407F:0000", "0000000000000000FFFF00000100407F:0000"}},
+		{"127.127.255.254:31", []string{"FEFF7F7F:001F", "0000000000000000FFFF0000FEFF7F7F:001F"}},
+		{"127.70.1.2:65535", []string{"0201467F:FFFF", "0000000000000000FFFF00000201467F:FFFF"}},
+	} {
+		assert.Equal(t, tc.want, ownLocals(netip.MustParseAddrPort(tc.local)), tc.local)
+	}
+}
+
+// TestWildcardLocalsFormat: a port on 0.0.0.0, :: and ::ffff:0.0.0.0.
+func TestWildcardLocalsFormat(t *testing.T) {
+	for _, tc := range []struct {
+		port uint16
+		want []string
+	}{
+		{80, []string{"00000000:0050", "00000000000000000000000000000000:0050", "0000000000000000FFFF000000000000:0050"}},
+		{0, []string{"00000000:0000", "00000000000000000000000000000000:0000", "0000000000000000FFFF000000000000:0000"}},
+		{0xabcd, []string{"00000000:ABCD", "00000000000000000000000000000000:ABCD", "0000000000000000FFFF000000000000:ABCD"}},
+	} {
+		assert.Equal(t, tc.want, wildcardLocals(tc.port), "%d", tc.port)
+	}
+}
+
+// TestSocketsHas: a socket table (as read from /proc/net) holds a socket
+// at one of some addresses, or at a port on any address, in a state or in
+// any ("").
+func TestSocketsHas(t *testing.T) {
+	littleEndian(t)
+	tbl := sockets{
+		{"0201467F:1F90", "0A"},                         // 127.70.1.2:8080, listening
+		{"0000000000000000FFFF00000201467F:0035", "07"}, // [::ffff:127.70.1.2]:53, udp
+		{"00000000:0050", "0A"},                         // 0.0.0.0:80
+		{"0100007F:0F91", "01"},                         // 127.0.0.1:3985, established
+	}
+	own := netip.MustParseAddr("127.70.1.2")
+	for _, tc := range []struct {
+		what   string
+		locals []string
+		state  string
+		want   bool
+	}{
+		{"own, listening", ownLocals(netip.AddrPortFrom(own, 8080)), "0A", true},
+		{"own, any state", ownLocals(netip.AddrPortFrom(own, 8080)), "", true},
+		{"own, established", ownLocals(netip.AddrPortFrom(own, 8080)), "01", false},
+		{"own, mapped", ownLocals(netip.AddrPortFrom(own, 53)), "", true},
+		{"own, another port", ownLocals(netip.AddrPortFrom(own, 8081)), "", false},
+		{"another address", ownLocals(netip.MustParseAddrPort("127.70.1.3:8080")), "", false},
+		{"wildcard", wildcardLocals(80), "0A", true},
+		{"wildcard, another port", wildcardLocals(8080), "", false},
+		{"no addresses", nil, "", false},
+	} {
+		assert.Equal(t, tc.want, tbl.has(tc.locals, tc.state), tc.what)
+	}
+	assert.False(t, sockets(nil).has(wildcardLocals(80), ""), "empty table")
+
+	for _, tc := range []struct {
+		port  uint16
+		state string
+		want  bool
+	}{
+		{8080, "0A", true},
+		{8080, "", true},
+		{8080, "01", false},
+		{53, "", true},
+		{53, "0A", false},
+		{80, "0A", true},
+		{3985, "01", true},
+		{3985, "0A", false},
+		{0xF90, "", false}, // 0F90 is not the tail of 1F90
+		{0x90, "", false},
+		{0x1F9, "", false},
+		{0, "", false},
+	} {
+		assert.Equal(t, tc.want, tbl.hasPort(tc.port, tc.state), "port %#x state %q", tc.port, tc.state)
+	}
+}
+
+// TestSockaddrAddrPort: a socket address as an AddrPort, a v4-mapped one
+// unmapped; not an inet one, none.
+func TestSockaddrAddrPort(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		sa   unix.Sockaddr
+		want string // "" for none
+	}{
+		{"v4", &unix.SockaddrInet4{Port: 8080, Addr: [4]byte{127, 70, 1, 2}}, "127.70.1.2:8080"},
+		{"v6", &unix.SockaddrInet6{Port: 443, Addr: netip.MustParseAddr("2001:db8::1").As16()}, "[2001:db8::1]:443"},
+		{"v6 mapped", &unix.SockaddrInet6{Port: 53, Addr: netip.MustParseAddr("::ffff:127.0.0.1").As16()}, "127.0.0.1:53"},
+		{"v6 unspecified", &unix.SockaddrInet6{}, "[::]:0"},
+		{"unix", &unix.SockaddrUnix{Name: "/tmp/s"}, ""},
+		{"nil", nil, ""},
+	} {
+		ap, ok := sockaddrAddrPort(tc.sa)
+		assert.Equal(t, tc.want != "", ok, tc.what)
+		if tc.want != "" {
+			assert.Equal(t, netip.MustParseAddrPort(tc.want), ap, tc.what)
+		}
+	}
+}
+
+// TestRawInetLayout: the bytes of a sockaddr_in and a sockaddr_in6 the
+// supervisor hands the kernel: family in host order, port in network
+// order, an IPv4 address mapped in an IPv6 one (unmapped in an IPv4 one).
+func TestRawInetLayout(t *testing.T) {
+	littleEndian(t)
+	for _, tc := range []struct {
+		fam  uint16
+		dest string
+		want []byte
+	}{
+		{unix.AF_INET, "127.70.1.2:8080", []byte{2, 0, 0x1f, 0x90, 127, 70, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{unix.AF_INET, "[::ffff:127.0.0.1]:1", []byte{2, 0, 0, 1, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}},
+		{unix.AF_INET6, "127.0.0.1:65535", []byte{10, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1, 0, 0, 0, 0}},
+		{unix.AF_INET6, "[::1]:0", []byte{10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}},
+	} {
+		assert.Equal(t, tc.want, rawInet(tc.fam, netip.MustParseAddrPort(tc.dest)), "%d %s", tc.fam, tc.dest)
 	}
 }
