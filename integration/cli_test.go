@@ -212,8 +212,8 @@ func parseProbe(t *testing.T, r result) probeJSON {
 	if err := json.Unmarshal([]byte(r.Stdout), &p); err != nil {
 		t.Fatalf("--probe --json output is not JSON: %v: %q", err, r.Stdout)
 	}
-	if p.Version != 1 {
-		t.Errorf("probe version = %d, want 1", p.Version)
+	if p.Version != 2 {
+		t.Errorf("probe version = %d, want 2", p.Version)
 	}
 	return p
 }

@@ -85,6 +85,18 @@ addr = libc.shmat(own, None, 0)
 ctypes.memmove(addr, b"mine", 4)
 print("own-shm", ctypes.string_at(addr, 4).decode())
 call("own-shmctl-rmid", 31, own, 0, 0)
+sem = libc.syscall(ctypes.c_long(64), ctypes.c_long(0), ctypes.c_long(2), ctypes.c_long(0o1600))
+print("own-semget", "ok" if sem >= 0 else os.strerror(ctypes.get_errno()))
+vals = (ctypes.c_ushort * 2)()
+call("own-semctl-getall", 66, sem, 0, 13, ctypes.addressof(vals))
+call("own-semctl-getncnt", 66, sem, 0, 14, 0)
+info = ctypes.create_string_buffer(512)
+call("sem-info", 66, sem, 0, 19, ctypes.addressof(info))
+msq = libc.syscall(ctypes.c_long(68), ctypes.c_long(0), ctypes.c_long(0o1600))
+print("own-msgget", "ok" if msq >= 0 else os.strerror(ctypes.get_errno()))
+call("msg-info", 71, msq, 12, ctypes.addressof(info))
+call("own-semctl-rmid", 66, sem, 0, 0, 0)
+call("own-msgctl-rmid", 71, msq, 0, 0)
 print("mq_open", "ok" if libc.mq_open(b"/dsh-it-q", 0o100 | 2, 0o600, None) >= 0 else os.strerror(ctypes.get_errno()))
 `
 
@@ -120,9 +132,19 @@ func TestIPCIsolated(t *testing.T) {
 		assert.Equal(t, "ok", lines["own-shmget"], r.String())
 		assert.Equal(t, "mine", lines["own-shm"], r.String())
 		assert.Equal(t, "ok", lines["own-shmctl-rmid"], r.String())
+		// Its own semaphore set and queue work, GETALL and GETNCNT
+		// included (semctl numbers them as shmctl does its listings).
+		for _, k := range []string{"own-semget", "own-semctl-getall", "own-semctl-getncnt", "own-msgget", "own-semctl-rmid", "own-msgctl-rmid"} {
+			assert.Equal(t, "ok", lines[k], "%s: %s", k, r.String())
+		}
 		h.intact(t)
 		rep := requireReport(t, r)
 		if !contains(rep.Enforcement.Layers, "ipc-namespace") {
+			// SEM_INFO and MSG_INFO sum up the host's objects whatever
+			// the id: refused, though the id is the sandbox's.
+			for _, k := range []string{"sem-info", "msg-info"} {
+				assert.NotEqual(t, "ok", lines[k], "%s read the host's totals: %s", k, r.String())
+			}
 			n := 0
 			for _, dn := range rep.Denials {
 				if dn.Op == "ipc" {

@@ -613,8 +613,8 @@ func requireReport(t *testing.T, r result) *Report {
 	if r.Report == nil {
 		t.Fatalf("no usable --report: %v", r.ReportErr)
 	}
-	if r.Report.Version != 1 {
-		t.Errorf("report version = %d, want 1", r.Report.Version)
+	if r.Report.Version != 2 {
+		t.Errorf("report version = %d, want 2", r.Report.Version)
 	}
 	return r.Report
 }

@@ -21,5 +21,5 @@
 // holds the token. On stdin's end, SIGTERM, SIGINT or SIGHUP it kills
 // every live task tree and exits 0; a usage or setup error exits 2 with one
 // stderr line. The policy flags are dsh-sandbox-run's; escalations are
-// asked through MCP elicitation (see package mcpserver and the README).
+// asked through MCP elicitation (see package mcpserver and docs/mcp.md).
 package main

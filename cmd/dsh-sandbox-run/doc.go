@@ -12,5 +12,5 @@
 // COMMAND is only ever taken after "--". It exits with the command's
 // status, 128+N when the command died of signal N, and 125 (with one stderr
 // line saying why) when the sandbox could not be set up, in which case the
-// command never ran. See the README for the report and probe JSON formats.
+// command never ran. docs/report.md gives the report and probe JSON formats.
 package main

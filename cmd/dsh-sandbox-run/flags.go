@@ -135,7 +135,7 @@ func (o options) usage() string {
 The command's environment is the caller's without every variable whose name
 contains KEY, PASSWORD, SECRET or TOKEN (any case) or starts with DSH_;
 then --keep-env, --unsetenv and --setenv apply, in that order.
-See the README for the modes, the report and the probe.
+See man dsh-sandbox-run, docs/policy.md (the modes) and docs/report.md (the report and the probe).
 
 A transaction (--transaction DIR) keeps the command's changes to the
 workspace in DIR; then:

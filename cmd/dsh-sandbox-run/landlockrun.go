@@ -2,7 +2,7 @@ package main
 
 // The landlock-run drop-in: invoked as "landlock-run" (a symlink to this
 // binary), dsh-sandbox-run speaks the CLI contract of the upstream harness's
-// Landlock launcher byte for byte (docs: README, "`landlock-run` drop-in")
+// Landlock launcher byte for byte (docs/policy.md, "The `landlock-run` drop-in")
 // and maps its grants onto a dsh-sandbox policy. This file holds the parts
 // that do not touch the kernel: the argv parser, the messages and the
 // mapping of grants onto modes.Options.

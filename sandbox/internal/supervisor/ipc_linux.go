@@ -78,14 +78,23 @@ func (o *ipcObjects) forget(k ipcKind, id int) {
 // namespace of its own (the runner says so with the listener).
 func (n *Notifier) SharesIPC() { n.ipc = &ipcObjects{} }
 
-// readsHost reports a command of shmctl, semctl or msgctl that reads the
-// host's objects by index (SHM_STAT, SEM_STAT, MSG_STAT: 13; their _ANY
-// forms: 15) or sums them up (IPC_INFO: 3; SHM_INFO, SEM_INFO, MSG_INFO:
-// 14).
-func readsHost(cmd int) bool {
-	switch cmd {
-	case 3, 13, 14, 15:
+// readsHost reports a command of shmctl, semctl or msgctl (by kind) that
+// reads the host's objects by index or sums them up: IPC_INFO (3) for
+// each, and each call's own numbers (linux/shm.h, sem.h, msg.h) — SHM_STAT,
+// SHM_INFO, SHM_STAT_ANY (13, 14, 15); SEM_STAT, SEM_INFO, SEM_STAT_ANY (18,
+// 19, 20); MSG_STAT, MSG_INFO, MSG_STAT_ANY (11, 12, 13). The kernel ignores
+// the id of these, so the id check cannot stand in for them.
+func readsHost(k ipcKind, cmd int) bool {
+	if cmd == 3 {
 		return true
+	}
+	switch k {
+	case ipcShm:
+		return cmd >= 13 && cmd <= 15
+	case ipcSem:
+		return cmd >= 18 && cmd <= 20
+	case ipcMsg:
+		return cmd >= 11 && cmd <= 13
 	}
 	return false
 }
@@ -128,7 +137,7 @@ func (n *Notifier) ipcVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			k = ipcMsg
 		}
 		cmd := int(int32(cmdArg)) &^ 0x100 // IPC_64
-		if readsHost(cmd) {
+		if readsHost(k, cmd) {
 			v := n.deny(rule, unix.EACCES, "", fmt.Sprintf("%s listing", k))
 			v.fact.Reason = "lists the host's IPC objects"
 			return v

@@ -12,30 +12,52 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
 
-// TestReadsHost: the shmctl commands that read the host's objects by index
-// or sum them up (IPC_INFO 3, SHM_STAT 13, SHM_INFO 14, SHM_STAT_ANY 15);
-// the others act on one object, by id.
+// TestReadsHost: the commands of shmctl, semctl and msgctl that read the
+// host's objects by index or sum them up, by each call's own numbers; the
+// others act on one object, by id (semctl's GETALL, GETNCNT and GETZCNT
+// share SHM_STAT's numbers and must not be refused; SEM_INFO and MSG_INFO
+// ignore the id and must be).
 func TestReadsHost(t *testing.T) {
 	const ipcInfo = 3 // IPC_INFO (not in x/sys/unix)
 	for _, tc := range []struct {
 		what string
+		k    ipcKind
 		cmd  int
 		want bool
 	}{
-		{"IPC_RMID", unix.IPC_RMID, false},
-		{"IPC_SET", unix.IPC_SET, false},
-		{"IPC_STAT", unix.IPC_STAT, false},
-		{"IPC_INFO", ipcInfo, true},
-		{"4", 4, false},
-		{"SHM_LOCK", 11, false},
-		{"SHM_UNLOCK", 12, false},
-		{"SHM_STAT", 13, true},
-		{"SHM_INFO", 14, true},
-		{"SHM_STAT_ANY", 15, true},
-		{"16", 16, false},
-		{"-1", -1, false},
+		{"shm IPC_RMID", ipcShm, unix.IPC_RMID, false},
+		{"shm IPC_SET", ipcShm, unix.IPC_SET, false},
+		{"shm IPC_STAT", ipcShm, unix.IPC_STAT, false},
+		{"shm IPC_INFO", ipcShm, ipcInfo, true},
+		{"shm 4", ipcShm, 4, false},
+		{"SHM_LOCK", ipcShm, 11, false},
+		{"SHM_UNLOCK", ipcShm, 12, false},
+		{"SHM_STAT", ipcShm, 13, true},
+		{"SHM_INFO", ipcShm, 14, true},
+		{"SHM_STAT_ANY", ipcShm, 15, true},
+		{"shm 16", ipcShm, 16, false},
+		{"shm -1", ipcShm, -1, false},
+		{"sem IPC_INFO", ipcSem, ipcInfo, true},
+		{"GETPID", ipcSem, 11, false},
+		{"GETVAL", ipcSem, 12, false},
+		{"GETALL", ipcSem, 13, false},
+		{"GETNCNT", ipcSem, 14, false},
+		{"GETZCNT", ipcSem, 15, false},
+		{"SETVAL", ipcSem, 16, false},
+		{"SETALL", ipcSem, 17, false},
+		{"SEM_STAT", ipcSem, 18, true},
+		{"SEM_INFO", ipcSem, 19, true},
+		{"SEM_STAT_ANY", ipcSem, 20, true},
+		{"sem 21", ipcSem, 21, false},
+		{"msg IPC_INFO", ipcMsg, ipcInfo, true},
+		{"msg IPC_STAT", ipcMsg, unix.IPC_STAT, false},
+		{"msg 10", ipcMsg, 10, false},
+		{"MSG_STAT", ipcMsg, 11, true},
+		{"MSG_INFO", ipcMsg, 12, true},
+		{"MSG_STAT_ANY", ipcMsg, 13, true},
+		{"msg 14", ipcMsg, 14, false},
 	} {
-		assert.Equal(t, tc.want, readsHost(tc.cmd), tc.what)
+		assert.Equal(t, tc.want, readsHost(tc.k, tc.cmd), tc.what)
 	}
 }
 
