@@ -4,7 +4,7 @@
 //
 // The executor scrubs every inherited DSH_* variable from the parent's
 // environment and applies the collected snapshot last (see
-// sandbox.ChildEnv; the snapshot travels as Request.DshEnv), so a nested
+// executor.ChildEnv; the snapshot travels as Request.DshEnv), so a nested
 // harness or concurrent parent and child agents never leak a stale
 // identity, and the process environment is never read per call nor
 // written.

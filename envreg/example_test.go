@@ -9,7 +9,7 @@ import (
 )
 
 // Collect the managed environment of one bash call and hand it to the
-// executor (sandbox.Request.DshEnv).
+// executor (executor.Request.DshEnv).
 func ExampleRegistry_Collect() {
 	r, err := envreg.New(envreg.Options{Home: "/srv/dsh"})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -113,14 +114,14 @@ func TestChangeFactsCapped(t *testing.T) {
 // foreground and background, and the spill files it writes itself are not
 // the command's changes.
 func TestExecutorChangeFacts(t *testing.T) {
-	e := newTestExecutor(t, sandbox.Config{Mode: modes.WorkspaceWrite})
+	e := newTestExecutor(t, executor.Config{Mode: modes.WorkspaceWrite})
 	ws := e.Workspace()
-	res, err := e.Run(context.Background(), sandbox.Request{Command: "echo a > fg.txt; head -c 200000 /dev/zero | tr '\\0' x"})
+	res, err := e.Run(context.Background(), executor.Request{Command: "echo a > fg.txt; head -c 200000 /dev/zero | tr '\\0' x"})
 	require.NoError(t, err)
 	require.Equal(t, []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "fg.txt"), Type: "file", Size: 2, Mode: "0644"}}, res.Sandbox.Changes)
 	require.NotEmpty(t, res.Stdout.SpillPath, "the output spilled to a file")
 
-	p, err := e.Start(context.Background(), sandbox.Request{Command: "mkdir bg && echo b > bg/f"})
+	p, err := e.Start(context.Background(), executor.Request{Command: "mkdir bg && echo b > bg/f"})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(30*time.Second))
 	defer cancel()

@@ -40,6 +40,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -578,13 +579,13 @@ func TestEgressProxyNotARelay(t *testing.T) {
 func TestExecutorAllowlist(t *testing.T) {
 	requireLandlock(t)
 	srv := serveHTTP(t, nil, http.HandlerFunc(hello))
-	e := newTestExecutor(t, sandbox.Config{Mode: modes.WorkspaceWrite, Allowlist: &modes.Allowlist{
+	e := newTestExecutor(t, executor.Config{Mode: modes.WorkspaceWrite, Allowlist: &modes.Allowlist{
 		Domains: []string{"ok.test", "127.0.0.1"},
 		Resolve: map[string][]netip.Addr{"ok.test": {netip.MustParseAddr("127.0.0.1")}, "no.test": {netip.MustParseAddr("127.0.0.1")}},
 	}})
-	run := func(cmd string) *sandbox.RunResult {
+	run := func(cmd string) *executor.RunResult {
 		t.Helper()
-		r, err := e.Run(context.Background(), sandbox.Request{Command: cmd})
+		r, err := e.Run(context.Background(), executor.Request{Command: cmd})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -607,7 +608,7 @@ func TestExecutorAllowlist(t *testing.T) {
 		t.Errorf("the server saw %d connections, want 1 (the allowed command's)", n)
 	}
 	// A request's own network policy replaces the executor's.
-	off, err := e.Run(context.Background(), sandbox.Request{Network: &sandbox.Network{},
+	off, err := e.Run(context.Background(), executor.Request{Network: &executor.Network{},
 		Command: fmt.Sprintf(`echo "[$HTTP_PROXY]"; curl -sS --max-time 60 http://127.0.0.1:%d/off`, srv.port)})
 	if err != nil {
 		t.Fatal(err)
@@ -615,7 +616,7 @@ func TestExecutorAllowlist(t *testing.T) {
 	if !strings.HasPrefix(off.Stdout.Text, "[]") || off.ExitCode == 0 || !off.Sandbox.Denied {
 		t.Errorf("with the network off: %+v", off)
 	}
-	other, err := e.Run(context.Background(), sandbox.Request{Network: &sandbox.Network{Allowlist: &modes.Allowlist{
+	other, err := e.Run(context.Background(), executor.Request{Network: &executor.Network{Allowlist: &modes.Allowlist{
 		Domains: []string{"no.test", "127.0.0.1"}, Resolve: map[string][]netip.Addr{"no.test": {netip.MustParseAddr("127.0.0.1")}}}},
 		Command: fmt.Sprintf(`curl -sS --max-time 60 http://no.test:%d/other`, srv.port)})
 	if err != nil {

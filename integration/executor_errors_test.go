@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 )
 
 const unavailableWorkspaceWrite = `sandbox mode "workspace-write" is requested but no sandbox backend is usable on this host; ` +
@@ -77,8 +77,8 @@ func TestExecutorRunnerUnusable(t *testing.T) {
 						t.Errorf("%s: result %+v error %+v, want a SandboxUnavailableError", mode, res.Result, e)
 						continue
 					}
-					if !e.SandboxUnavailable || e.Code != sandbox.CodeSandboxUnavailable {
-						t.Errorf("%s: error %+v is not a SandboxUnavailableError with code %s", mode, e, sandbox.CodeSandboxUnavailable)
+					if !e.SandboxUnavailable || e.Code != executor.CodeSandboxUnavailable {
+						t.Errorf("%s: error %+v is not a SandboxUnavailableError with code %s", mode, e, executor.CodeSandboxUnavailable)
 					}
 					want := strings.Replace(unavailableWorkspaceWrite, `"workspace-write"`, fmt.Sprintf("%q", mode), 1) + " Runner failure: "
 					if !strings.HasPrefix(e.Text, want) || len(e.Text) == len(want) || strings.Contains(e.Text, "\n") {

@@ -20,6 +20,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -230,7 +231,7 @@ func TestExecutorStopAfterExitKeepsStatus(t *testing.T) {
 				if r.Killed || r.Aborted || r.ExitCode != 7 || r.Signal != "" {
 					t.Errorf("result killed=%v aborted=%v exit=%d signal=%q, want exit 7 only", r.Killed, r.Aborted, r.ExitCode, r.Signal)
 				}
-				if o.StatusAtEnd != string(sandbox.StatusExited) {
+				if o.StatusAtEnd != string(executor.StatusExited) {
 					t.Errorf("status %q, want exited", o.StatusAtEnd)
 				}
 			})

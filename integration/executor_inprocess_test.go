@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
 // In-process checks of the executor (this test binary is its own runner):
 // what does not depend on the identity.
 
-func newTestExecutor(t *testing.T, cfg sandbox.Config) *sandbox.Executor {
+func newTestExecutor(t *testing.T, cfg executor.Config) *executor.Executor {
 	t.Helper()
 	if cfg.Workspace == "" {
 		cfg.Workspace = canon(t, t.TempDir())
@@ -31,7 +31,7 @@ func newTestExecutor(t *testing.T, cfg sandbox.Config) *sandbox.Executor {
 	if cfg.KillGrace == 0 {
 		cfg.KillGrace = testtime.Scale(300 * time.Millisecond)
 	}
-	e, err := sandbox.NewExecutor(cfg)
+	e, err := executor.New(cfg)
 	if err != nil {
 		t.Fatalf("NewExecutor: %v", err)
 	}
@@ -43,11 +43,11 @@ func newTestExecutor(t *testing.T, cfg sandbox.Config) *sandbox.Executor {
 // from Run and Start alike, and nothing runs.
 func TestExecutorInvalidRequests(t *testing.T) {
 	t.Parallel()
-	e := newTestExecutor(t, sandbox.Config{Mode: modes.WorkspaceWrite})
+	e := newTestExecutor(t, executor.Config{Mode: modes.WorkspaceWrite})
 	marker := filepath.Join(e.Workspace(), "ran")
 	touch := "touch " + marker
 	bad := modes.Mode(7)
-	for name, req := range map[string]sandbox.Request{
+	for name, req := range map[string]executor.Request{
 		"timeout NaN":          {Command: touch, TimeoutMs: f64(math.NaN())},
 		"timeout +Inf":         {Command: touch, TimeoutMs: f64(math.Inf(1))},
 		"timeout -Inf":         {Command: touch, TimeoutMs: f64(math.Inf(-1))},
@@ -58,7 +58,7 @@ func TestExecutorInvalidRequests(t *testing.T) {
 		"NUL in command":       {Command: touch + "\x00x"},
 		"missing workdir":      {Command: touch, Workdir: "no/such/dir"},
 		"file as workdir":      {Command: touch, Workdir: "/etc/passwd"},
-		"relative session ws":  {Command: touch, Session: &sandbox.Session{ID: "s", Workspace: "rel"}},
+		"relative session ws":  {Command: touch, Session: &executor.Session{ID: "s", Workspace: "rel"}},
 		"env name with =":      {Command: touch, Env: map[string]string{"A=B": "x"}},
 		"empty env name":       {Command: touch, Env: map[string]string{"": "x"}},
 		"NUL in env value":     {Command: touch, DshEnv: map[string]string{"DSH_X": "a\x00b"}},
@@ -66,14 +66,14 @@ func TestExecutorInvalidRequests(t *testing.T) {
 		"unknown mode":         {Command: touch, Mode: &bad},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := e.Resolve(req); !errors.Is(err, sandbox.ErrInvalidRequest) {
+			if _, err := e.Resolve(req); !errors.Is(err, executor.ErrInvalidRequest) {
 				t.Errorf("Resolve: %v, want ErrInvalidRequest", err)
 			}
 			res, err := e.Run(context.Background(), req)
-			if !errors.Is(err, sandbox.ErrInvalidRequest) || res != nil {
+			if !errors.Is(err, executor.ErrInvalidRequest) || res != nil {
 				t.Errorf("Run: %+v, %v, want no result and ErrInvalidRequest", res, err)
 			}
-			if p, err := e.Start(context.Background(), req); !errors.Is(err, sandbox.ErrInvalidRequest) || p != nil {
+			if p, err := e.Start(context.Background(), req); !errors.Is(err, executor.ErrInvalidRequest) || p != nil {
 				t.Errorf("Start: %v, want ErrInvalidRequest", err)
 			}
 		})
@@ -85,7 +85,7 @@ func TestExecutorInvalidRequests(t *testing.T) {
 func TestExecutorConfigRefused(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
-	for name, cfg := range map[string]sandbox.Config{
+	for name, cfg := range map[string]executor.Config{
 		"shell not in PATH":       {Workspace: ws, Shell: "no-such-shell-dsh-it"},
 		"negative kill grace":     {Workspace: ws, KillGrace: -time.Second},
 		"default over max":        {Workspace: ws, DefaultTimeout: 2 * time.Second, MaxTimeout: time.Second},
@@ -95,7 +95,7 @@ func TestExecutorConfigRefused(t *testing.T) {
 		"spill dir not creatable": {Workspace: ws, SpillDir: filepath.Join(ws, "no", "such")},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if e, err := sandbox.NewExecutor(cfg); err == nil {
+			if e, err := executor.New(cfg); err == nil {
 				e.Close()
 				t.Errorf("NewExecutor accepted %+v", cfg)
 			}
@@ -107,9 +107,9 @@ func TestExecutorConfigRefused(t *testing.T) {
 // (with their daemons) and later calls fail with ErrClosed.
 func TestExecutorCloseKillsAndRefuses(t *testing.T) {
 	t.Parallel()
-	e := newTestExecutor(t, sandbox.Config{Mode: modes.WorkspaceWrite})
+	e := newTestExecutor(t, executor.Config{Mode: modes.WorkspaceWrite})
 	n := taggedNonce(t)
-	p, err := e.Start(context.Background(), sandbox.Request{Command: treeScript(n)})
+	p, err := e.Start(context.Background(), executor.Request{Command: treeScript(n)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +120,8 @@ func TestExecutorCloseKillsAndRefuses(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("never ready: %v (stdout %q)", err, seen.String())
 	}
-	var settled *sandbox.RunResult
-	p.OnSettled(func(r *sandbox.RunResult) { settled = r })
+	var settled *executor.RunResult
+	p.OnSettled(func(r *executor.RunResult) { settled = r })
 	t0 := time.Now()
 	if err := e.Close(); err != nil {
 		t.Errorf("Close: %v", err)
@@ -133,14 +133,14 @@ func TestExecutorCloseKillsAndRefuses(t *testing.T) {
 	if r == nil || settled != r {
 		t.Fatalf("after Close the process has result %+v (OnSettled got %+v), want a final one", r, settled)
 	}
-	if !r.Killed || p.Status() != sandbox.StatusExited {
+	if !r.Killed || p.Status() != executor.StatusExited {
 		t.Errorf("killed=%v status=%s, want true exited", r.Killed, p.Status())
 	}
 	requireNoneLeft(t, n, 2*time.Second)
-	if _, err := e.Run(context.Background(), sandbox.Request{Command: "true"}); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := e.Run(context.Background(), executor.Request{Command: "true"}); !errors.Is(err, executor.ErrClosed) {
 		t.Errorf("Run after Close: %v, want ErrClosed", err)
 	}
-	if _, err := e.Start(context.Background(), sandbox.Request{Command: "true"}); !errors.Is(err, sandbox.ErrClosed) {
+	if _, err := e.Start(context.Background(), executor.Request{Command: "true"}); !errors.Is(err, executor.ErrClosed) {
 		t.Errorf("Start after Close: %v, want ErrClosed", err)
 	}
 }
@@ -149,12 +149,12 @@ func TestExecutorCloseKillsAndRefuses(t *testing.T) {
 // does not run the command and reports the abort.
 func TestExecutorCancelledBeforeStart(t *testing.T) {
 	t.Parallel()
-	e := newTestExecutor(t, sandbox.Config{Mode: modes.WorkspaceWrite})
+	e := newTestExecutor(t, executor.Config{Mode: modes.WorkspaceWrite})
 	marker := filepath.Join(e.Workspace(), "ran")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := e.Run(ctx, sandbox.Request{Command: "touch " + marker})
-	if !errors.Is(err, sandbox.ErrAborted) || !errors.Is(err, context.Canceled) {
+	_, err := e.Run(ctx, executor.Request{Command: "touch " + marker})
+	if !errors.Is(err, executor.ErrAborted) || !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a cancelled context: %v, want ErrAborted and context.Canceled", err)
 	}
 	requireAbsent(t, marker)

@@ -18,7 +18,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 )
 
 // patternStream is what `yes 0123456789abcdef | head -c n` writes.
@@ -104,7 +104,7 @@ func TestExecutorBulkOutput(t *testing.T) {
 				if !r.Stdout.Truncated {
 					t.Errorf("stdout not truncated")
 				}
-				if want := patternTail(size, sandbox.DefaultTailBytes); r.Stdout.Text != want {
+				if want := patternTail(size, executor.DefaultTailBytes); r.Stdout.Text != want {
 					t.Errorf("stdout tail: %d bytes ending %q, want the last %d bytes of the stream", len(r.Stdout.Text), r.Stdout.Text[max(0, len(r.Stdout.Text)-40):], len(want))
 				}
 				if r.Stderr.Text != "" || r.Stderr.Truncated || r.Stderr.SpillPath != "" {
@@ -217,8 +217,8 @@ cat .burst; sleep %[1]s; echo end`, sleepArg(400*time.Millisecond))},
 				continue
 			}
 			lossy++
-			if len(d.Stdout) != sandbox.DefaultTailBytes {
-				t.Errorf("lossy delta %d holds %d bytes, want the %d-byte tail", i, len(d.Stdout), sandbox.DefaultTailBytes)
+			if len(d.Stdout) != executor.DefaultTailBytes {
+				t.Errorf("lossy delta %d holds %d bytes, want the %d-byte tail", i, len(d.Stdout), executor.DefaultTailBytes)
 			}
 			k := strings.Index(want[pos:], d.Stdout)
 			if k <= 0 {
@@ -283,9 +283,9 @@ func TestExecutorTailSizes(t *testing.T) {
 			t.Errorf("stdout with StdoutMaxBytes 200000: %d bytes, truncated %v, spill %q; want all %d bytes, no spill",
 				len(r.Stdout.Text), r.Stdout.Truncated, r.Stdout.SpillPath, len(seqOut))
 		}
-		if r.Stderr.Text != seqOut[len(seqOut)-sandbox.DefaultTailBytes:] || !r.Stderr.Truncated || r.Stderr.SpillPath == "" {
+		if r.Stderr.Text != seqOut[len(seqOut)-executor.DefaultTailBytes:] || !r.Stderr.Truncated || r.Stderr.SpillPath == "" {
 			t.Errorf("stderr: %d bytes, truncated %v, spill %q; want the last %d bytes and a spill file",
-				len(r.Stderr.Text), r.Stderr.Truncated, r.Stderr.SpillPath, sandbox.DefaultTailBytes)
+				len(r.Stderr.Text), r.Stderr.Truncated, r.Stderr.SpillPath, executor.DefaultTailBytes)
 		} else {
 			if got := readFile(t, r.Stderr.SpillPath); got != seqOut {
 				t.Errorf("stderr spill file: %d bytes, want %d", len(got), len(seqOut))
@@ -296,12 +296,12 @@ func TestExecutorTailSizes(t *testing.T) {
 			}
 		}
 		r = requireResult(t, o.Results[1])
-		if r.Stdout.Text != seqOut[len(seqOut)-sandbox.DefaultTailBytes:] || !r.Stdout.Truncated {
+		if r.Stdout.Text != seqOut[len(seqOut)-executor.DefaultTailBytes:] || !r.Stdout.Truncated {
 			t.Errorf("stdout with StdoutMaxBytes 10: %d bytes, truncated %v; want the default %d-byte tail",
-				len(r.Stdout.Text), r.Stdout.Truncated, sandbox.DefaultTailBytes)
+				len(r.Stdout.Text), r.Stdout.Truncated, executor.DefaultTailBytes)
 		}
 		r = requireResult(t, o.Results[2])
-		if want := utf[len(utf)-sandbox.DefaultTailBytes+1:]; r.Stdout.Text != want || !r.Stdout.Truncated {
+		if want := utf[len(utf)-executor.DefaultTailBytes+1:]; r.Stdout.Text != want || !r.Stdout.Truncated {
 			t.Errorf("stdout tail of %d bytes starting %q, want %d bytes starting at the next character %q",
 				len(r.Stdout.Text), r.Stdout.Text[:min(4, len(r.Stdout.Text))], len(want), want[:4])
 		}

@@ -2,7 +2,7 @@
 
 package integration
 
-// Integration tests of the Go sandbox executor (sandbox.Executor), the seam of
+// Integration tests of the Go sandbox executor (executor.Executor), the seam of
 // section 3 of the contract. The executor is driven by the harness program
 // (integration/internal/harness) started as root and as the unprivileged test
 // user, so that what depends on the identity (namespaces, spill file
@@ -28,6 +28,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 )
 
 var (
@@ -228,7 +229,7 @@ func (id identity) execConfig(t *testing.T, mode string) harnessproto.Config {
 }
 
 // requireResult fails unless the outcome is a result without an error.
-func requireResult(t *testing.T, o harnessproto.Outcome) *sandbox.RunResult {
+func requireResult(t *testing.T, o harnessproto.Outcome) *executor.RunResult {
 	t.Helper()
 	if o.Error != nil {
 		t.Fatalf("unexpected error: %+v", *o.Error)
@@ -240,7 +241,7 @@ func requireResult(t *testing.T, o harnessproto.Outcome) *sandbox.RunResult {
 }
 
 // requireConfined checks the facts of a command that ran under a confined mode.
-func requireConfined(t *testing.T, r *sandbox.RunResult, mode string) {
+func requireConfined(t *testing.T, r *executor.RunResult, mode string) {
 	t.Helper()
 	if r.Sandbox.Mode.String() != mode {
 		t.Errorf("facts mode = %v, want %s", r.Sandbox.Mode, mode)
@@ -411,7 +412,7 @@ func TestExecutorTimeoutKillsAfterGrace(t *testing.T) {
 					if !r.Killed || r.TimedOut || r.Aborted || !out.KillReturned {
 						t.Errorf("killed=%v timedOut=%v aborted=%v Kill()=%v, want true false false true", r.Killed, r.TimedOut, r.Aborted, out.KillReturned)
 					}
-					if out.StatusAfterKill != string(sandbox.StatusStopping) {
+					if out.StatusAfterKill != string(executor.StatusStopping) {
 						t.Errorf("status right after Kill = %q, want stopping", out.StatusAfterKill)
 					}
 				} else if !r.TimedOut || r.Aborted || r.Killed {
@@ -679,7 +680,7 @@ func TestExecutorBackgroundDenial(t *testing.T) {
 		if o.KillAfterDone == nil || *o.KillAfterDone {
 			t.Errorf("Kill on an ended process = %v, want false", o.KillAfterDone)
 		}
-		if o.StatusAtEnd != string(sandbox.StatusExited) {
+		if o.StatusAtEnd != string(executor.StatusExited) {
 			t.Errorf("status = %q, want exited", o.StatusAtEnd)
 		}
 		requireAbsent(t, target)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -379,8 +380,8 @@ func TestLimitsEscapingBombWithoutPidNS(t *testing.T) {
 // reach the command; an OOM kill is a SIGKILL result with the memory limit
 // fact and usage, and is not "denied" (no file-access marker).
 func TestLimitsExecutor(t *testing.T) {
-	e := newTestExecutor(t, sandbox.Config{Mode: modes.ReadOnly, Limits: &modes.Limits{MaxPids: 100, MaxMemory: 256 << 20}})
-	res, err := e.Run(context.Background(), sandbox.Request{Command: `/usr/bin/python3 -c 'b = [bytearray(64 << 20) for _ in range(64)]'`})
+	e := newTestExecutor(t, executor.Config{Mode: modes.ReadOnly, Limits: &modes.Limits{MaxPids: 100, MaxMemory: 256 << 20}})
+	res, err := e.Run(context.Background(), executor.Request{Command: `/usr/bin/python3 -c 'b = [bytearray(64 << 20) for _ in range(64)]'`})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

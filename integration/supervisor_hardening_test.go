@@ -23,7 +23,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 )
 
 // hangPy is the payload of the emulated-call tests: python3 hang.py CASE
@@ -214,7 +214,7 @@ func noFDCopies() bool { return simulatedHostFilters("pidfd_getfd") }
 // requireRightsRefused checks a result whose command passed a descriptor
 // with SCM_RIGHTS on a host without pidfd_getfd: it failed at once with
 // EACCES, and the one fact says why.
-func requireRightsRefused(t *testing.T, r *sandbox.RunResult) {
+func requireRightsRefused(t *testing.T, r *executor.RunResult) {
 	t.Helper()
 	if r.TimedOut || r.ExitCode == 0 || !strings.Contains(r.Stderr.Text, "PermissionError") {
 		t.Errorf("timedOut=%v exit=%d stderr %q, want the sendmsg refused with EACCES", r.TimedOut, r.ExitCode, r.Stderr.Text)

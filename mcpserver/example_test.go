@@ -8,7 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/dsh-sandbox/dsh-sandbox/mcpserver"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -17,7 +17,7 @@ import (
 func ExampleNew() {
 	ws, _ := os.MkdirTemp("", "example-ws")
 	defer os.RemoveAll(ws)
-	srv, err := mcpserver.New(mcpserver.Options{Config: sandbox.Config{Mode: modes.WorkspaceWrite, Workspace: ws}})
+	srv, err := mcpserver.New(mcpserver.Options{Config: executor.Config{Mode: modes.WorkspaceWrite, Workspace: ws}})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -18,7 +18,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/envreg"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
 )
@@ -48,7 +48,7 @@ const (
 type Options struct {
 	// Config configures the server's one sandbox executor: the default
 	// mode, the workspace, the writable roots, the network and the limits.
-	Config sandbox.Config
+	Config executor.Config
 	// Roots takes each session's workspace from the client's first file://
 	// root (the client's roots capability); without roots, or with none
 	// that is a file:// URI, the executor's workspace applies. When false
@@ -74,7 +74,7 @@ type Options struct {
 // tools. It is safe for concurrent use by many MCP sessions.
 type Server struct {
 	mcp      *mcp.Server
-	exec     *sandbox.Executor
+	exec     *executor.Executor
 	rt       *tasks.Runtime
 	bash     *tool.Bash
 	sessions *tool.SessionModes
@@ -104,7 +104,7 @@ type session struct {
 // New builds the executor, the task runtime, the tools and the MCP server.
 // Close releases them.
 func New(o Options) (*Server, error) {
-	exec, err := sandbox.NewExecutor(o.Config)
+	exec, err := executor.New(o.Config)
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
@@ -198,7 +198,7 @@ func (s *Server) instructions() string {
 func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Executor is the server's sandbox executor.
-func (s *Server) Executor() *sandbox.Executor { return s.exec }
+func (s *Server) Executor() *executor.Executor { return s.exec }
 
 // Tasks is the server's background task runtime.
 func (s *Server) Tasks() *tasks.Runtime { return s.rt }

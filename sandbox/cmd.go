@@ -89,6 +89,10 @@ type Cmd struct {
 	// guarantee holds inside it; the Result's Changes are then the
 	// transaction's, read from its upper layer.
 	Transaction *transaction.Tx
+	// AuditSkip are protected paths the caller itself writes while the
+	// command runs (an executor's spill directory): the post-run audit
+	// leaves them alone.
+	AuditSkip []string
 
 	// cmdState is the started command's state, per platform (off Linux,
 	// Start only returns ErrUnsupported).

@@ -51,17 +51,15 @@ type cmdState struct {
 	group   *limits.Group  // the command's cgroup (resource limits), or nil
 	usage   *Usage
 	noAudit bool // the probe's `true` changes nothing: no audit
-	// auditSkip are protected paths the sandbox itself writes while the
-	// command runs (an executor's spill directory): not audited.
-	auditSkip []string
-	enf       Enforcement
-	egress    *egressSession // the command's use of the egress proxy, or nil
+	enf     Enforcement
+	egress  *egressSession // the command's use of the egress proxy, or nil
 	// resolvConf is the resolv.conf whose nameservers the stub resolver
 	// answers at ("": /etc/resolv.conf; tests change it).
 	resolvConf string
 	ownProxy   bool // Proxy was made for this command
 	done       chan struct{}
-	exited     chan struct{} // closed once the runner reported the command's status
+	exited     chan struct{} // closed once the command's status is known, or the runner is gone
+	exitedOnce sync.Once
 	exit       *runner.Msg
 	lost       error
 	pidNS      bool // the command runs in the runner's pid namespace
@@ -163,9 +161,9 @@ func (c *Cmd) Start() (err error) {
 	case c.Transaction != nil:
 		// The command writes to the workspace only through the overlay:
 		// its upper layer is what to audit.
-		c.audits, err = audit.StartOver(c.Policy, c.auditSkip, c.Policy.Workspace, c.Transaction.UpperDir())
+		c.audits, err = audit.StartOver(c.Policy, c.AuditSkip, c.Policy.Workspace, c.Transaction.UpperDir())
 	default:
-		c.audits, err = audit.Start(c.Policy, c.auditSkip)
+		c.audits, err = audit.Start(c.Policy, c.AuditSkip)
 	}
 	if err != nil {
 		return setupFailed("audit the writable roots", err)
@@ -193,7 +191,7 @@ func (c *Cmd) Start() (err error) {
 // setupFailed is the error of a setup step op that failed with err: a
 // *ResourceError when the host ran out of something, else a *SetupError.
 func setupFailed(op string, err error) error {
-	if re := resourceError(op, err); re != nil {
+	if re := ResourceErrorOf(op, err); re != nil {
 		return re
 	}
 	return &SetupError{Detail: err.Error(), Err: err}
@@ -432,7 +430,7 @@ func (s *starting) onListener(m runner.Msg, lfd int) error {
 		Relay: s.proc.Pid, Ruleset: c.prep.ruleset, Guard: guard,
 	})
 	if err != nil {
-		if re := resourceError("start the notifier", err); re != nil {
+		if re := ResourceErrorOf("start the notifier", err); re != nil {
 			return re
 		}
 		return &SetupError{Detail: err.Error()}
@@ -480,7 +478,7 @@ func (s *starting) onNetListen(m runner.Msg) error {
 	}
 	lfd, err := takeFD(from, m.FD)
 	if err != nil {
-		if re := resourceError("take an egress listener", err); re != nil {
+		if re := ResourceErrorOf("take an egress listener", err); re != nil {
 			return re
 		}
 		return &SetupError{Detail: fmt.Sprintf("cannot take an egress listener from the runner: %v", err)}
@@ -509,12 +507,26 @@ func (s *starting) onReady(m runner.Msg) {
 	s.ready = true
 }
 
+// closeExited closes the channel Exited returns, once.
+func (c *Cmd) closeExited() { c.exitedOnce.Do(func() { close(c.exited) }) }
+
+// Exited returns a channel closed once the command's status is known (the
+// runner reported it, or the runner is gone): from then on nothing stops
+// the command any more, though Wait may still wait for its processes and
+// the post-run steps. It is nil before Start succeeded.
+func (c *Cmd) Exited() <-chan struct{} { return c.exited }
+
+// Enforcement is how the command is confined, known once Start succeeded
+// (Wait's Result carries it too).
+func (c *Cmd) Enforcement() Enforcement { return c.enf }
+
 // monitor collects the runner's exit message and reaps it. No helper of the
 // runner can hold it: a relay that does not end after the status, or a
 // keeper that neither reports nor ends once the relay is gone (stopped,
 // say), is killed with what is left of its tree.
 func (c *Cmd) monitor() {
 	defer close(c.done)
+	defer c.closeExited()
 	ctrlDone := make(chan struct{})
 	go func() {
 		defer close(ctrlDone)
@@ -529,7 +541,7 @@ func (c *Cmd) monitor() {
 			}
 			if m.Kind == runner.MsgExit {
 				c.exit = &m
-				close(c.exited) // the status stands, whatever teardown remains
+				c.closeExited() // the status stands, whatever teardown remains
 				break
 			}
 			if m.Kind == runner.MsgFail {
@@ -743,7 +755,7 @@ const selfExe = "/proc/self/exe"
 func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.File) (*os.Process, *os.File, error) {
 	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		if re := resourceError("socketpair", err); re != nil {
+		if re := ResourceErrorOf("socketpair", err); re != nil {
 			return nil, nil, re
 		}
 		return nil, nil, &SetupError{Detail: fmt.Sprintf("control socket: %v", err)}
@@ -778,7 +790,7 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.Fi
 	}
 	if err := proc.Start(); err != nil {
 		ctrl.Close()
-		if re := resourceError("fork/exec the runner", err); re != nil {
+		if re := ResourceErrorOf("fork/exec the runner", err); re != nil {
 			return nil, nil, re
 		}
 		return nil, nil, &SetupError{Detail: fmt.Sprintf("cannot start the runner %s: %v", runnerPath, unwrapExecErr(err))}
@@ -797,9 +809,9 @@ func isResourceErrno(err error) bool {
 	return false
 }
 
-// resourceError is a *ResourceError for op when err is running out of
-// resources, else nil.
-func resourceError(op string, err error) *ResourceError {
+// ResourceErrorOf is the *ResourceError of op when err is running out of
+// processes, file descriptors or memory, else nil.
+func ResourceErrorOf(op string, err error) *ResourceError {
 	if !isResourceErrno(err) {
 		return nil
 	}

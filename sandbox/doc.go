@@ -1,11 +1,10 @@
 // Package sandbox runs commands confined by a [modes.Policy].
 //
-// [Executor] is what a harness links: it runs `bash -c` commands under a
-// mode in the foreground ([Executor.Run]) or the background
-// ([Executor.Start], [Process]), with output tails and spill files,
-// timeouts, abort, whole-tree kills, a scrubbed environment and fail-closed
-// classification ([SandboxUnavailableError]). [Cmd] is the lower level: one
-// confined process, shaped like os/exec.
+// [Cmd] is one confined process, shaped like os/exec: Start, Wait, Run. Its
+// [Result] carries the [Facts] of the run: how it was confined, what was
+// denied, what changed. [ProbeWith] says what this host can enforce. A
+// harness that runs `bash -c` commands for a model links package
+// sandbox/executor, which is built on Cmd.
 //
 // # Process model
 //
@@ -49,7 +48,8 @@
 //
 // # Packages
 //
-// This package is the public API and the wiring. The jobs below it are
+// This package is the Cmd layer and the wiring; sandbox/executor, above it,
+// is the harness API. The jobs below it are
 // internal packages, each with a doc.go saying what it owns and what it must
 // never do: sandbox/internal/runner (the C runner, the control protocol, the
 // runner's process tree), sandbox/internal/supervisor (the notification
@@ -64,10 +64,9 @@
 // # Platforms
 //
 // The sandbox confines on Linux only. The package compiles everywhere, with
-// the same shared types ([Report], [Denial], [Request], [RunResult],
-// [ProbeReport], modes.Policy, ...), so that a cross-platform harness can
-// link it: off Linux, [NewExecutor] and the Executor's methods return
-// [ErrUnsupported], [Cmd.Start] a [*SetupError] wrapping it, and
+// the same shared types ([Result], [Facts], [Denial], [ProbeReport],
+// modes.Policy, ...), so that a cross-platform harness can link it: off
+// Linux, [Cmd.Start] returns a [*SetupError] wrapping [ErrUnsupported], and
 // [ProbeWith] a report that is not Confined, with its message as every
 // mode's error.
 //

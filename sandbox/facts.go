@@ -3,7 +3,45 @@ package sandbox
 import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/changes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
+
+// Facts are what the sandbox saw of one command: how it was confined, what
+// it refused, what it changed and what it used. Result, RunResult and the
+// CLI's report carry the same Facts under the same names.
+type Facts struct {
+	// Mode is the mode the command actually ran under.
+	Mode modes.Mode `json:"mode"`
+	// Enforcement is how the command was confined (level none for
+	// danger-full-access).
+	Enforcement Enforcement `json:"enforcement"`
+	// Denied is true iff the supervisor recorded a denial (a resource
+	// limit hit, op "limit", is not one).
+	Denied bool `json:"denied"`
+	// Denials are the facts the supervisor recorded, in first-seen order:
+	// at most MaxDenials distinct ones.
+	Denials []Denial `json:"denials"`
+	// DenialsDropped counts the denied calls left out of Denials because
+	// MaxDenials distinct ones were already kept.
+	DenialsDropped int `json:"denialsDropped"`
+	// Changes are the paths in the writable roots the command created,
+	// modified, removed, renamed or changed the mode of, in the order it
+	// first named them (at most MaxChanges; confined modes with the
+	// supervisor only, see Change for what can be missed).
+	Changes []Change `json:"changes"`
+	// ChangesDropped counts the changes left out of Changes.
+	ChangesDropped int `json:"changesDropped"`
+	// Usage is what the command used, where a cgroup of its own measured
+	// it (nil otherwise); limits it hit are Denials with op "limit".
+	Usage *Usage `json:"usage,omitempty"`
+	// RunnerLost says why, when the runner was lost after the command
+	// started (killed from outside by a signal Kill did not send, or it
+	// failed): the command's session was killed with it, and the exit
+	// code is the runner's death signal, or 125 when nothing is known. (A
+	// runner that cannot confine before the command starts is an error,
+	// never a result.)
+	RunnerLost string `json:"runnerLost,omitempty"`
+}
 
 // Denial is one fact the supervisor observed: the sandbox refused Op on Path
 // (a filesystem path or pathname unix socket) or Address (an address family,

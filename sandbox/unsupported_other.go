@@ -5,11 +5,9 @@ package sandbox
 // Off Linux the package compiles so that a cross-platform harness can link
 // it, but nothing runs: every entry point that would start a command
 // returns ErrUnsupported (see its doc), and the shared types (Policy,
-// Report, Denial, Request, RunResult, ProbeReport, ...) are the same as on
-// Linux.
+// Report, Denial, Result, ProbeReport, ...) are the same as on Linux.
 
 import (
-	"context"
 	"errors"
 	"os"
 
@@ -49,72 +47,11 @@ func NewEgressProxy() *EgressProxy { return &EgressProxy{} }
 // Close does nothing off Linux: the proxy never listened.
 func (e *EgressProxy) Close() error { return nil }
 
-// Executor runs shell commands under a sandbox mode. Off Linux NewExecutor
-// never returns one.
-type Executor struct{}
+// Exited is nil off Linux: no Cmd is ever started.
+func (c *Cmd) Exited() <-chan struct{} { return nil }
 
-// NewExecutor returns ErrUnsupported off Linux.
-func NewExecutor(Config) (*Executor, error) { return nil, ErrUnsupported }
-
-// Mode is read-only: off Linux no Executor exists.
-func (e *Executor) Mode() modes.Mode { return modes.ReadOnly }
-
-// Network is false: off Linux no Executor exists.
-func (e *Executor) Network() bool { return false }
-
-// Allowlist is nil: off Linux no Executor exists.
-func (e *Executor) Allowlist() *modes.Allowlist { return nil }
-
-// Workspace is "": off Linux no Executor exists.
-func (e *Executor) Workspace() string { return "" }
-
-// SpillDir is "": off Linux no Executor exists.
-func (e *Executor) SpillDir() string { return "" }
-
-// Close does nothing off Linux.
-func (e *Executor) Close() error { return nil }
-
-// Resolve returns ErrUnsupported off Linux.
-func (e *Executor) Resolve(Request) (Resolved, error) { return Resolved{}, ErrUnsupported }
-
-// Run returns ErrUnsupported off Linux: nothing runs.
-func (e *Executor) Run(context.Context, Request) (*RunResult, error) { return nil, ErrUnsupported }
-
-// Start returns ErrUnsupported off Linux: nothing runs.
-func (e *Executor) Start(context.Context, Request) (*Process, error) { return nil, ErrUnsupported }
-
-// Process is a background command started by Executor.Start; off Linux
-// there is none.
-type Process struct{}
-
-// Pid is 0 off Linux.
-func (p *Process) Pid() int { return 0 }
-
-// Resolved is empty off Linux.
-func (p *Process) Resolved() Resolved { return Resolved{} }
-
-// Status is StatusExited off Linux.
-func (p *Process) Status() Status { return StatusExited }
-
-// Read returns nothing off Linux.
-func (p *Process) Read() Delta { return Delta{} }
-
-// Done is closed off Linux.
-func (p *Process) Done() <-chan struct{} { return closedChan }
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// Wait returns ErrUnsupported off Linux.
-func (p *Process) Wait(context.Context) (*RunResult, error) { return nil, ErrUnsupported }
-
-// Result is nil off Linux.
-func (p *Process) Result() *RunResult { return nil }
-
-// Kill reports false off Linux: nothing runs.
-func (p *Process) Kill() bool { return false }
-
-// OnSettled never calls f off Linux: no process settles.
-func (p *Process) OnSettled(func(*RunResult)) {}
+// Enforcement is the zero Enforcement off Linux: no Cmd is ever started.
+func (c *Cmd) Enforcement() Enforcement { return Enforcement{} }
 
 // ProbeWith reports, off Linux, that nothing can be enforced: Confined is
 // false, every mode is unavailable with ErrUnsupported's message.

@@ -5,11 +5,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 )
 
-// taskHandle adapts a background sandbox.Process to the task runtime: reads
+// taskHandle adapts a background executor.Process to the task runtime: reads
 // render the new output with the bash markers, and the end maps to a task
 // outcome.
 type taskHandle struct {
@@ -20,13 +20,13 @@ type taskHandle struct {
 	// p is released once the read that follows its end has returned
 	// everything, so that a finished task the runtime keeps (for its id,
 	// owner and status) no longer holds its output tails.
-	p   *sandbox.Process
+	p   *executor.Process
 	end tasks.Outcome // valid once p is released
 }
 
 var _ tasks.Handle = (*taskHandle)(nil)
 
-func newTaskHandle(p *sandbox.Process, confines bool) *taskHandle {
+func newTaskHandle(p *executor.Process, confines bool) *taskHandle {
 	return &taskHandle{p: p, done: p.Done(), confines: confines}
 }
 
@@ -87,7 +87,7 @@ func (h *taskHandle) Outcome() tasks.Outcome {
 	return outcomeOf(h.p.Result())
 }
 
-func outcomeOf(r *sandbox.RunResult) tasks.Outcome {
+func outcomeOf(r *executor.RunResult) tasks.Outcome {
 	switch {
 	case r == nil:
 		return tasks.Outcome{Status: tasks.StatusRunning}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/dsh-sandbox/dsh-sandbox/call"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
@@ -36,7 +36,7 @@ type EnvFunc func(ctx context.Context, c call.Context, background bool) (map[str
 // Options configures the bash tool.
 type Options struct {
 	// Executor runs the commands. Required.
-	Executor *sandbox.Executor
+	Executor *executor.Executor
 	// Tasks is the background task runtime; nil makes run_in_background
 	// fail with "background tasks unavailable".
 	Tasks *tasks.Runtime
@@ -53,7 +53,7 @@ type Options struct {
 	// call); cancelling it kills them. nil means context.Background().
 	BackgroundContext context.Context
 	// Transaction, when not nil, returns the transaction a call's command
-	// runs in, or nil for none (sandbox.Request.Transaction): say one per
+	// runs in, or nil for none (executor.Request.Transaction): say one per
 	// agent session, which the user reviews, then commits or discards. A
 	// call that would run under danger-full-access in a transaction is
 	// refused: it would write to the workspace directly.
@@ -123,7 +123,7 @@ func (b *Bash) EffectiveMode(c call.Context) modes.Mode {
 type Value struct {
 	Kind   string `json:"kind"`
 	TaskID string `json:"taskId,omitempty"`
-	*sandbox.RunResult
+	*executor.RunResult
 }
 
 // Call runs one bash call: decode and validate the arguments, resolve the
@@ -145,9 +145,9 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 		}
 	}
 	mode := b.EffectiveMode(c)
-	req := sandbox.Request{Command: a.Command, Workdir: a.Workdir, TimeoutMs: a.TimeoutMs, Mode: &mode}
+	req := executor.Request{Command: a.Command, Workdir: a.Workdir, TimeoutMs: a.TimeoutMs, Mode: &mode}
 	if c.Agent != nil {
-		req.Session = &sandbox.Session{ID: c.Agent.Session, Workspace: c.Agent.Workspace}
+		req.Session = &executor.Session{ID: c.Agent.Session, Workspace: c.Agent.Workspace}
 	}
 	if b.o.Transaction != nil {
 		if tx := b.o.Transaction(c); tx != nil {
@@ -194,7 +194,7 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 	}
 	res, err := b.o.Executor.Run(ctx, req)
 	if err != nil {
-		if errors.Is(err, sandbox.ErrAborted) {
+		if errors.Is(err, executor.ErrAborted) {
 			return call.Error(errAborted)
 		}
 		return call.Error(err.Error())
@@ -208,7 +208,7 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 // escalate checks and asks for an escalation of req (which runs under
 // current without it); it returns the granted mode, or the error message
 // refusing the call.
-func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, req sandbox.Request, current modes.Mode) (modes.Mode, string) {
+func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, req executor.Request, current modes.Mode) (modes.Mode, string) {
 	want := *a.Escalation
 	switch {
 	case !b.confines:
@@ -276,7 +276,7 @@ func await[T any](ctx context.Context, hook func() T) (v T, ok bool) {
 
 // background starts a background task: the runtime checks the owner's limit
 // before anything spawns.
-func (b *Bash) background(c call.Context, a Args, req sandbox.Request, mode modes.Mode) call.Result {
+func (b *Bash) background(c call.Context, a Args, req executor.Request, mode modes.Mode) call.Result {
 	id, err := b.o.Tasks.Start(c.Owner(), TaskKind, a.Description, func(string) (tasks.Handle, error) {
 		p, err := b.o.Executor.Start(b.bgCtx, req)
 		if err != nil {

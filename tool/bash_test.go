@@ -20,6 +20,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/envreg"
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -37,10 +38,10 @@ func outsideDir(t *testing.T) string {
 	return d
 }
 
-func newExecutor(t *testing.T, mode modes.Mode) (*sandbox.Executor, string) {
+func newExecutor(t *testing.T, mode modes.Mode) (*executor.Executor, string) {
 	t.Helper()
 	ws := t.TempDir()
-	e, err := sandbox.NewExecutor(sandbox.Config{Mode: mode, Workspace: ws, SpillDir: t.TempDir(), KillGrace: testtime.Scale(300 * time.Millisecond)})
+	e, err := executor.New(executor.Config{Mode: mode, Workspace: ws, SpillDir: t.TempDir(), KillGrace: testtime.Scale(300 * time.Millisecond)})
 	require.NoError(t, err)
 	t.Cleanup(func() { e.Close() })
 	return e, ws
@@ -309,7 +310,7 @@ func TestRegistryEnvReachesTheChild(t *testing.T) {
 	assert.Equal(t, `Error: bash env contributor "broken" returned a non-string value for "DSH_BROKEN"`, r.Text)
 }
 
-func sandboxRequest(command string) sandbox.Request { return sandbox.Request{Command: command} }
+func sandboxRequest(command string) executor.Request { return executor.Request{Command: command} }
 
 // TestApproverIgnoringAbortCannotHoldTheCall: an Approver that never looks at
 // ctx must not block Call past the abort, and its late answer is dropped.
@@ -378,7 +379,7 @@ func TestEnvHookIgnoringAbortCannotHoldTheCall(t *testing.T) {
 
 func TestPolicyContextAllowlist(t *testing.T) {
 	ws := t.TempDir()
-	e, err := sandbox.NewExecutor(sandbox.Config{Mode: modes.WorkspaceWrite, Workspace: ws, SpillDir: t.TempDir(),
+	e, err := executor.New(executor.Config{Mode: modes.WorkspaceWrite, Workspace: ws, SpillDir: t.TempDir(),
 		Allowlist: &modes.Allowlist{Domains: []string{"registry.npmjs.org"}, Hosts: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:5432")}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { e.Close() })

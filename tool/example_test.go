@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/dsh-sandbox/dsh-sandbox/call"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
@@ -19,7 +19,7 @@ import (
 func ExampleBash_Call() {
 	ws, _ := os.MkdirTemp("", "example-ws")
 	defer os.RemoveAll(ws)
-	exec, err := sandbox.NewExecutor(sandbox.Config{Mode: modes.ReadOnly, Workspace: ws})
+	exec, err := executor.New(executor.Config{Mode: modes.ReadOnly, Workspace: ws})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -55,7 +55,7 @@ func ExampleBash_Call() {
 func ExampleBash_Call_background() {
 	ws, _ := os.MkdirTemp("", "example-ws")
 	defer os.RemoveAll(ws)
-	exec, err := sandbox.NewExecutor(sandbox.Config{Mode: modes.WorkspaceWrite, Workspace: ws})
+	exec, err := executor.New(executor.Config{Mode: modes.WorkspaceWrite, Workspace: ws})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dsh-sandbox/dsh-sandbox/call"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 )
 
 // StatusKind is the state shown in a card's status pill.
@@ -75,7 +75,7 @@ var (
 // value (a Value): "changed: 1 file", "changed: N files" (a directory, a
 // symlink and a removed path count as files), or "".
 func changedLine(v any) string {
-	var rr *sandbox.RunResult
+	var rr *executor.RunResult
 	switch x := v.(type) {
 	case Value:
 		rr = x.RunResult

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 )
 
 func TestPresent(t *testing.T) {
@@ -42,7 +43,7 @@ func TestPresent(t *testing.T) {
 		})
 	}
 	changed := func(n, dropped int) call.Result {
-		rr := &sandbox.RunResult{}
+		rr := &executor.RunResult{}
 		for range n {
 			rr.Sandbox.Changes = append(rr.Sandbox.Changes, sandbox.Change{Op: sandbox.ChangeCreated, Path: "/ws/f"})
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -111,7 +112,7 @@ func LossyNotice(paths []string) string {
 func formatMs(ms float64) string { return strconv.FormatFloat(ms, 'f', -1, 64) }
 
 // truncation is the suffix of a truncated stream.
-func truncation(o sandbox.Output) string {
+func truncation(o executor.Output) string {
 	p := o.SpillPath
 	if p == "" {
 		p = unavailablePath
@@ -121,7 +122,7 @@ func truncation(o sandbox.Output) string {
 
 // stream renders one stream's text with its truncation suffix; "" when
 // there was no output at all.
-func stream(o sandbox.Output) string {
+func stream(o executor.Output) string {
 	if o.Text == "" && !o.Truncated {
 		return ""
 	}
@@ -141,7 +142,7 @@ const SurvivedDenialNote = "[sandbox: some calls were denied; the command succee
 
 // failed says whether a result is one a denial may have caused: a non-zero
 // exit, a signal, the timer or an abort.
-func failed(r *sandbox.RunResult) bool {
+func failed(r *executor.RunResult) bool {
 	return r.ExitCode != 0 || r.Signal != "" || r.TimedOut || r.Killed || r.Aborted
 }
 
@@ -150,7 +151,7 @@ func failed(r *sandbox.RunResult) bool {
 // network one; the destinations the network allowlist refused follow them;
 // the escalation hint follows them only when the executor confines. A
 // result that did not fail gets only SurvivedDenialNote.
-func sandboxMarkers(r *sandbox.RunResult, confines bool) []string {
+func sandboxMarkers(r *executor.RunResult, confines bool) []string {
 	f := r.Sandbox
 	switch {
 	case f.RunnerLost != "":
@@ -173,7 +174,7 @@ func sandboxMarkers(r *sandbox.RunResult, confines bool) []string {
 // RenderForeground renders a foreground result in the contract's order:
 // stdout, [stderr], (no output), then the sandbox markers, the timeout, and
 // the signal or exit code last.
-func RenderForeground(r *sandbox.RunResult, confines bool) string {
+func RenderForeground(r *executor.RunResult, confines bool) string {
 	var parts []string
 	if s := stream(r.Stdout); s != "" {
 		parts = append(parts, s)
@@ -196,7 +197,7 @@ func RenderForeground(r *sandbox.RunResult, confines bool) string {
 
 // endMarker is "[killed by signal: …]" for a signal death, "[exit code: N]"
 // for a non-zero exit, else "".
-func endMarker(r *sandbox.RunResult) string {
+func endMarker(r *executor.RunResult) string {
 	switch {
 	case r.Signal != "":
 		return SignalMarker(r.Signal)

@@ -23,7 +23,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/policyflags"
 	"github.com/dsh-sandbox/dsh-sandbox/mcpserver"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -118,17 +118,17 @@ func checkListen(addr string, allowRemote bool) error {
 }
 
 // config is the executor's configuration the flags make.
-func (o options) config() (sandbox.Config, error) {
+func (o options) config() (executor.Config, error) {
 	mode, err := modes.Parse(o.Mode)
 	if err != nil {
-		return sandbox.Config{}, fmt.Errorf("usage error: --mode: %w", err)
+		return executor.Config{}, fmt.Errorf("usage error: --mode: %w", err)
 	}
 	al, err := o.Allowlist()
 	if err != nil {
-		return sandbox.Config{}, fmt.Errorf("usage error: %w", err)
+		return executor.Config{}, fmt.Errorf("usage error: %w", err)
 	}
 	limits := o.Limits
-	return sandbox.Config{
+	return executor.Config{
 		Mode: mode, Workspace: o.Workspace, AllowWrite: o.AllowWrite, Protect: o.Protect,
 		Unprotect: o.Unprotect, DenyRead: o.DenyRead, AllowRead: o.AllowRead,
 		Network: o.Network, Allowlist: al, AllowBroadWorkspace: o.AllowBroadWorkspace, Limits: &limits,

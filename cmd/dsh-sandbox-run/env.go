@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 )
 
 // childEnv builds the command's environment from the caller's (KEY=VALUE
-// entries, in order): without every variable sandbox.Scrubbed names (the
+// entries, in order): without every variable executor.Scrubbed names (the
 // library's scrub), or empty with --clearenv; then each --keep-env name
 // comes back from the caller's, each --unsetenv name goes, and each
 // --setenv NAME=VALUE is set (the last one of a name wins).
@@ -55,7 +55,7 @@ func childEnv(parent []string, o options) ([]string, error) {
 		if !ok || n == "" || unset[n] {
 			continue
 		}
-		if keep[n] || (!o.clearenv && !sandbox.Scrubbed(n)) {
+		if keep[n] || (!o.clearenv && !executor.Scrubbed(n)) {
 			put(n, v)
 		}
 	}

@@ -36,7 +36,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/call"
 	"github.com/dsh-sandbox/dsh-sandbox/envreg"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/tasks"
 	"github.com/dsh-sandbox/dsh-sandbox/tool"
@@ -131,7 +131,7 @@ func run(argv []string, stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	exec, err := sandbox.NewExecutor(sandbox.Config{Mode: m, Workspace: ws, Network: *network})
+	exec, err := executor.New(executor.Config{Mode: m, Workspace: ws, Network: *network})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-// Command harness drives a sandbox.Executor from a JSON spec, so that the
+// Command harness drives a executor.Executor from a JSON spec, so that the
 // integration suite can run the executor on the real kernel as root and as an
 // unprivileged user, and can kill the process that hosts it. It is its own
 // sandbox runner (it links package sandbox).
@@ -58,6 +58,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
 	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/procscan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -134,8 +135,8 @@ func main() {
 	emit(out)
 }
 
-func newExecutor(c harnessproto.Config) (*sandbox.Executor, error) {
-	cfg := sandbox.Config{
+func newExecutor(c harnessproto.Config) (*executor.Executor, error) {
+	cfg := executor.Config{
 		Workspace: c.Workspace,
 		KillGrace: time.Duration(c.KillGraceMs) * time.Millisecond,
 		TailBytes: c.TailBytes,
@@ -152,11 +153,11 @@ func newExecutor(c harnessproto.Config) (*sandbox.Executor, error) {
 		}
 		cfg.Mode = m
 	}
-	return sandbox.NewExecutor(cfg)
+	return executor.New(cfg)
 }
 
-func request(r harnessproto.Request) (sandbox.Request, error) {
-	req := sandbox.Request{
+func request(r harnessproto.Request) (executor.Request, error) {
+	req := executor.Request{
 		Command:        r.Command,
 		Workdir:        r.Workdir,
 		TimeoutMs:      r.TimeoutMs,
@@ -172,7 +173,7 @@ func request(r harnessproto.Request) (sandbox.Request, error) {
 		req.Mode = &m
 	}
 	if r.Session != nil {
-		req.Session = &sandbox.Session{ID: r.Session.ID, Workspace: r.Session.Workspace}
+		req.Session = &executor.Session{ID: r.Session.ID, Workspace: r.Session.Workspace}
 	}
 	if r.Stdin != nil {
 		req.Stdin = strings.NewReader(*r.Stdin)
@@ -180,7 +181,7 @@ func request(r harnessproto.Request) (sandbox.Request, error) {
 	return req, nil
 }
 
-func run(e *sandbox.Executor, r harnessproto.Request, spec harnessproto.Spec) harnessproto.Outcome {
+func run(e *executor.Executor, r harnessproto.Request, spec harnessproto.Spec) harnessproto.Outcome {
 	req, err := request(r)
 	if err != nil {
 		fatal(err)
@@ -258,7 +259,7 @@ func waitFile(path string, done <-chan struct{}) bool {
 	}
 }
 
-func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
+func start(e *executor.Executor, spec harnessproto.Spec) harnessproto.Outcome {
 	req, err := request(spec.Request)
 	if err != nil {
 		fatal(err)
@@ -273,7 +274,7 @@ func start(e *sandbox.Executor, spec harnessproto.Spec) harnessproto.Outcome {
 	}
 	var o harnessproto.Outcome
 	if spec.StopOnSettled {
-		p.OnSettled(func(*sandbox.RunResult) {
+		p.OnSettled(func(*executor.RunResult) {
 			k := p.Kill()
 			o.KillInSettled = &k
 			cancel()
@@ -370,7 +371,7 @@ loop:
 	return o
 }
 
-func hold(e *sandbox.Executor, spec harnessproto.Spec) {
+func hold(e *executor.Executor, spec harnessproto.Spec) {
 	ready := spec.ReadyOn
 	if ready == "" {
 		ready = "ready"
@@ -414,19 +415,19 @@ func classify(err error) *harnessproto.ErrorInfo {
 		return nil
 	}
 	info := &harnessproto.ErrorInfo{Text: err.Error()}
-	var su *sandbox.SandboxUnavailableError
+	var su *executor.SandboxUnavailableError
 	if errors.As(err, &su) {
 		info.SandboxUnavailable, info.Code = true, su.Code()
 	}
 	var ee *sandbox.ExecError
 	info.ExecError = errors.As(err, &ee)
 	info.NotExist = errors.Is(err, os.ErrNotExist)
-	info.Aborted = errors.Is(err, sandbox.ErrAborted)
+	info.Aborted = errors.Is(err, executor.ErrAborted)
 	info.Canceled = errors.Is(err, context.Canceled)
-	info.Invalid = errors.Is(err, sandbox.ErrInvalidRequest)
+	info.Invalid = errors.Is(err, executor.ErrInvalidRequest)
 	var re *sandbox.ResourceError
 	info.Resource = errors.As(err, &re) && errors.Is(err, sandbox.ErrResourceExhausted)
-	info.Closed = errors.Is(err, sandbox.ErrClosed)
+	info.Closed = errors.Is(err, executor.ErrClosed)
 	return info
 }
 

@@ -1,6 +1,6 @@
 package harnessproto
 
-import "github.com/dsh-sandbox/dsh-sandbox/sandbox"
+import "github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 
 // ---------------------------------------------------------------------------
 // The spec (written by the tests, read by the harness).
@@ -18,13 +18,13 @@ type Config struct {
 	Shell       string `json:"shell,omitempty"`
 }
 
-// Session is a sandbox.Session.
+// Session is a executor.Session.
 type Session struct {
 	ID        string `json:"id"`
 	Workspace string `json:"workspace"`
 }
 
-// Request is a sandbox.Request; a nil Stdin means none.
+// Request is a executor.Request; a nil Stdin means none.
 type Request struct {
 	Command        string            `json:"command"`
 	Workdir        string            `json:"workdir,omitempty"`
@@ -88,9 +88,9 @@ type ErrorInfo struct {
 
 // Outcome is the end of one command.
 type Outcome struct {
-	Result    *sandbox.RunResult `json:"result"`
-	Error     *ErrorInfo         `json:"error"`
-	ElapsedMs float64            `json:"elapsed_ms"`
+	Result    *executor.RunResult `json:"result"`
+	Error     *ErrorInfo          `json:"error"`
+	ElapsedMs float64             `json:"elapsed_ms"`
 	// When, in ms from the same start as ElapsedMs, the arm marker was
 	// seen, the context was cancelled (abort_after_ms) and Kill was
 	// called; 0 when it did not happen.
@@ -98,13 +98,13 @@ type Outcome struct {
 	AbortAtMs float64 `json:"abort_at_ms,omitempty"`
 	KillAtMs  float64 `json:"kill_at_ms,omitempty"`
 	// start only
-	Deltas          []sandbox.Delta `json:"deltas,omitempty"`
-	KillCalled      bool            `json:"kill_called,omitempty"`
-	KillReturned    bool            `json:"kill_returned,omitempty"`
-	StatusAfterKill string          `json:"status_after_kill,omitempty"`
-	KillAfterDone   *bool           `json:"kill_after_done,omitempty"`
-	KillInSettled   *bool           `json:"kill_in_settled,omitempty"`
-	StatusAtEnd     string          `json:"status_at_end,omitempty"`
+	Deltas          []executor.Delta `json:"deltas,omitempty"`
+	KillCalled      bool             `json:"kill_called,omitempty"`
+	KillReturned    bool             `json:"kill_returned,omitempty"`
+	StatusAfterKill string           `json:"status_after_kill,omitempty"`
+	KillAfterDone   *bool            `json:"kill_after_done,omitempty"`
+	KillInSettled   *bool            `json:"kill_in_settled,omitempty"`
+	StatusAtEnd     string           `json:"status_at_end,omitempty"`
 }
 
 // Output is the harness's output.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package executor
 
 import (
 	"crypto/rand"
@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -29,7 +30,7 @@ type Executor struct {
 	spill     *spillDir
 	runSeq    atomic.Int64
 
-	proxy *EgressProxy // started by the first command with the allowlist
+	proxy *sandbox.EgressProxy // started by the first command with the allowlist
 
 	mu     sync.Mutex
 	live   map[*job]struct{}
@@ -39,7 +40,7 @@ type Executor struct {
 // NewExecutor checks cfg, fills its defaults and creates the private spill
 // directory. It does not check the runner: a missing runner makes each
 // confined call fail with a *SandboxUnavailableError.
-func NewExecutor(cfg Config) (*Executor, error) {
+func New(cfg Config) (*Executor, error) {
 	if !cfg.Mode.Valid() {
 		return nil, fmt.Errorf("sandbox: config: %w %d", modes.ErrUnknownMode, int(cfg.Mode))
 	}
@@ -109,7 +110,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	}
 	// The proxy listens when the first command with an allowlist starts.
 	return &Executor{cfg: cfg, workspace: probe.Workspace, shell: shell, spill: spill, spillDir: spill.path,
-		live: map[*job]struct{}{}, proxy: NewEgressProxy()}, nil
+		live: map[*job]struct{}{}, proxy: sandbox.NewEgressProxy()}, nil
 }
 
 // Mode is the executor's default mode.
@@ -245,7 +246,7 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 	if err != nil {
 		// Out of descriptors while opening the workspace is not a bad
 		// request: the caller retries, it does not fix its arguments.
-		if re := resourceError("open workspace", err); re != nil {
+		if re := sandbox.ResourceErrorOf("open workspace", err); re != nil {
 			return Resolved{}, re
 		}
 		return Resolved{}, err

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox_test
+package executor_test
 
 import (
 	"bufio"
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -36,7 +37,7 @@ import (
 
 // benchExecutor returns an executor whose workspace and spill directory are
 // fresh, removed at the end of the benchmark.
-func benchExecutor(b *testing.B, cfg sandbox.Config) *sandbox.Executor {
+func benchExecutor(b *testing.B, cfg executor.Config) *executor.Executor {
 	b.Helper()
 	ws, err := os.MkdirTemp("/var/tmp", "dsh-bench-ws-")
 	if err != nil {
@@ -48,7 +49,7 @@ func benchExecutor(b *testing.B, cfg sandbox.Config) *sandbox.Executor {
 		b.Fatal(err)
 	}
 	cfg.Workspace, cfg.SpillDir = ws, spill
-	e, err := sandbox.NewExecutor(cfg)
+	e, err := executor.New(cfg)
 	if err != nil {
 		os.RemoveAll(ws)
 		os.RemoveAll(spill)
@@ -63,8 +64,8 @@ func benchExecutor(b *testing.B, cfg sandbox.Config) *sandbox.Executor {
 }
 
 // benchRun runs command under mode and fails the benchmark unless it exited 0.
-func benchRun(b *testing.B, e *sandbox.Executor, mode modes.Mode, command string) *sandbox.RunResult {
-	res, err := e.Run(context.Background(), sandbox.Request{Command: command, Mode: &mode})
+func benchRun(b *testing.B, e *executor.Executor, mode modes.Mode, command string) *executor.RunResult {
+	res, err := e.Run(context.Background(), executor.Request{Command: command, Mode: &mode})
 	if err != nil {
 		b.Fatalf("Run(%q, %v): %v", command, mode, err)
 	}
@@ -116,7 +117,7 @@ func benchNsPerOp(b *testing.B) float64 {
 // for an earlier one's: interleaved-run-bwrap alternates the two and gives
 // the fairer ratio.
 func BenchmarkExecutorSpawn(b *testing.B) {
-	e := benchExecutor(b, sandbox.Config{Mode: modes.WorkspaceWrite})
+	e := benchExecutor(b, executor.Config{Mode: modes.WorkspaceWrite})
 	ws := e.Workspace()
 	var bareNs, bwrapNs float64
 	b.Run("bare", func(b *testing.B) {
@@ -293,7 +294,7 @@ func benchResetPeakRSS(b *testing.B) {
 // that does not grow with N.
 func BenchmarkExecutorOutput(b *testing.B) {
 	size := benchOutputSize(b)
-	e := benchExecutor(b, sandbox.Config{Mode: modes.WorkspaceWrite})
+	e := benchExecutor(b, executor.Config{Mode: modes.WorkspaceWrite})
 	cmd := fmt.Sprintf("head -c %d /dev/zero", size)
 	reportRSS := func(b *testing.B, rss0 int64) {
 		hwm := benchProcKB(0, "VmHWM")
@@ -325,12 +326,12 @@ func BenchmarkExecutorOutput(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				res := benchRun(b, e, m, cmd)
-				if got, want := len(res.Stdout.Text), int(min(size, sandbox.DefaultTailBytes)); got != want {
+				if got, want := len(res.Stdout.Text), int(min(size, executor.DefaultTailBytes)); got != want {
 					b.Fatalf("stdout tail: %d bytes, want %d", got, want)
 				}
 				if p := res.Stdout.SpillPath; p != "" {
-					if size > sandbox.DefaultSpillCap {
-						b.Fatalf("a %d-byte stream kept its spill file %s past the %d-byte cap", size, p, sandbox.DefaultSpillCap)
+					if size > executor.DefaultSpillCap {
+						b.Fatalf("a %d-byte stream kept its spill file %s past the %d-byte cap", size, p, executor.DefaultSpillCap)
 					}
 					os.Remove(p) // left in place by design; not ours to keep
 				}
@@ -351,7 +352,7 @@ func BenchmarkExecutorOutput(b *testing.B) {
 // and x-bare and x-bwrap (time ratios per command: the inverse ratio of
 // the rates).
 func BenchmarkExecutorThroughput(b *testing.B) {
-	e := benchExecutor(b, sandbox.Config{Mode: modes.WorkspaceWrite})
+	e := benchExecutor(b, executor.Config{Mode: modes.WorkspaceWrite})
 	var bareRate float64
 	b.Run("bare", func(b *testing.B) {
 		b.SetParallelism(2)
@@ -393,7 +394,7 @@ func BenchmarkExecutorThroughput(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					res, err := e.Run(context.Background(), sandbox.Request{Command: "true", Mode: &m})
+					res, err := e.Run(context.Background(), executor.Request{Command: "true", Mode: &m})
 					if err != nil || res.ExitCode != 0 {
 						b.Error(err, res)
 						return
@@ -495,7 +496,7 @@ func BenchmarkExecutorIdleMemory(b *testing.B) {
 	n := benchIdleTasks(b)
 	for _, m := range []modes.Mode{modes.WorkspaceWrite, modes.DangerFullAccess} {
 		b.Run(m.String(), func(b *testing.B) {
-			e := benchExecutor(b, sandbox.Config{Mode: m})
+			e := benchExecutor(b, executor.Config{Mode: m})
 			benchRun(b, e, m, "true") // warm up, and fail early when the sandbox cannot run here
 			var rss, heap, gor, readers, procs, procRSS, procPSS, procUSS float64
 			self := os.Getpid()
@@ -505,9 +506,9 @@ func BenchmarkExecutorIdleMemory(b *testing.B) {
 				rss0, heap0, gor0 := benchProcKB(0, "VmRSS"), benchHeapKB(), runtime.NumGoroutine()
 				readers0 := benchThreadsInRead()
 				b.StartTimer()
-				ps := make([]*sandbox.Process, 0, n)
+				ps := make([]*executor.Process, 0, n)
 				for k := 0; k < n; k++ {
-					p, err := e.Start(context.Background(), sandbox.Request{Command: "sleep 60", Mode: &m})
+					p, err := e.Start(context.Background(), executor.Request{Command: "sleep 60", Mode: &m})
 					if err != nil {
 						for _, p := range ps {
 							p.Kill()

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package executor
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
 // Why a command was stopped; the first cause wins.
@@ -30,7 +32,7 @@ const (
 type job struct {
 	e       *Executor
 	r       Resolved
-	cmd     *Cmd
+	cmd     *sandbox.Cmd
 	out     *collector
 	err     *collector
 	readers sync.WaitGroup
@@ -145,7 +147,7 @@ func (j *job) start() error {
 		script, extra = longCommandScript, []*os.File{f}
 	}
 
-	cmd := &Cmd{
+	cmd := &sandbox.Cmd{
 		Policy:      j.r.Policy,
 		Path:        j.e.shell,
 		Args:        shellArgv(j.e.shell, script)[1:],
@@ -158,18 +160,18 @@ func (j *job) start() error {
 		Runner:      j.e.cfg.Runner,
 		Proxy:       j.e.proxy,
 		Transaction: j.r.Transaction,
+		// The executor writes its spill files there during the run.
+		AuditSkip: []string{j.e.spillDir},
 	}
-	// The executor writes its spill files there during the run.
-	cmd.auditSkip = []string{j.e.spillDir}
 	if !j.r.Mode.Confines() {
 		// No sandbox runner: the process-tree keeper is this very binary
 		// (it links the runner), whatever runner is configured.
-		cmd.Runner = selfExe
+		cmd.Runner = ""
 	}
 	if err := cmd.Start(); err != nil {
 		fail(nil)
-		var se *SetupError
-		var re *ResourceError
+		var se *sandbox.SetupError
+		var re *sandbox.ResourceError
 		switch {
 		case errors.As(err, &re):
 			return re
@@ -201,7 +203,7 @@ func (j *job) start() error {
 // spawnError is err, or a *ResourceError for op when err is running out of
 // resources.
 func spawnError(op string, err error) error {
-	if re := resourceError(op, err); re != nil {
+	if re := sandbox.ResourceErrorOf(op, err); re != nil {
 		return re
 	}
 	return err
@@ -267,10 +269,7 @@ func (j *job) drain(r *os.File, c *collector) {
 func (j *job) supervise(timer *time.Timer) {
 	// The status is known from the runner's exit message on (or the runner
 	// is gone): from then on nothing stops the command any more.
-	select {
-	case <-j.cmd.exited:
-	case <-j.cmd.done:
-	}
+	<-j.cmd.Exited()
 	if timer != nil {
 		timer.Stop()
 	}
@@ -302,10 +301,10 @@ func (j *job) supervise(timer *time.Timer) {
 	out := &RunResult{
 		Stdout: j.out.output(),
 		Stderr: j.err.output(),
-		Sandbox: Facts{
+		Sandbox: sandbox.Facts{
 			Mode:    j.r.Mode,
-			Denials: []Denial{},
-			Changes: []Change{},
+			Denials: []sandbox.Denial{},
+			Changes: []sandbox.Change{},
 		},
 	}
 	if err != nil {
@@ -315,11 +314,11 @@ func (j *job) supervise(timer *time.Timer) {
 		out.Sandbox = res.Facts
 		out.ExitCode = res.ExitCode
 		if res.Signal != 0 {
-			out.Signal = SignalName(res.Signal)
+			out.Signal = sandbox.SignalName(res.Signal)
 		}
 	}
 	if out.Sandbox.Enforcement.Level == "" {
-		out.Sandbox.Enforcement = j.cmd.enf
+		out.Sandbox.Enforcement = j.cmd.Enforcement()
 	}
 
 	j.mu.Lock()
@@ -371,7 +370,7 @@ func (j *job) stop(cause stopCause) {
 func (j *job) statusKnown() bool {
 	if !j.exited {
 		select {
-		case <-j.cmd.exited:
+		case <-j.cmd.Exited():
 			j.exited = true
 		default:
 		}

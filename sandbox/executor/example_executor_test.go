@@ -1,4 +1,4 @@
-package sandbox_test
+package executor_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -21,17 +21,17 @@ import (
 func ExampleExecutor_Run() {
 	ws, _ := os.MkdirTemp("", "example-ws")
 	defer os.RemoveAll(ws)
-	e, err := sandbox.NewExecutor(sandbox.Config{Mode: modes.WorkspaceWrite, Workspace: ws})
+	e, err := executor.New(executor.Config{Mode: modes.WorkspaceWrite, Workspace: ws})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer e.Close()
 
-	res, err := e.Run(context.Background(), sandbox.Request{
+	res, err := e.Run(context.Background(), executor.Request{
 		Command: "echo hello > greeting.txt && cat greeting.txt && echo pwned > /etc/dsh-example",
 	})
-	if err != nil { // e.g. *sandbox.SandboxUnavailableError: nothing ran
+	if err != nil { // e.g. *executor.SandboxUnavailableError: nothing ran
 		fmt.Println(err)
 		return
 	}
@@ -53,7 +53,7 @@ func ExampleExecutor_Run() {
 func ExampleExecutor_Start() {
 	ws, _ := os.MkdirTemp("", "example-ws")
 	defer os.RemoveAll(ws)
-	e, err := sandbox.NewExecutor(sandbox.Config{Mode: modes.ReadOnly, Workspace: ws})
+	e, err := executor.New(executor.Config{Mode: modes.ReadOnly, Workspace: ws})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -61,7 +61,7 @@ func ExampleExecutor_Start() {
 	defer e.Close()
 
 	ctx := context.Background()
-	p, err := e.Start(ctx, sandbox.Request{
+	p, err := e.Start(ctx, executor.Request{
 		Command: "echo first; read line; echo \"second: $line\"",
 		Stdin:   strings.NewReader("from stdin\n"),
 	})
@@ -69,7 +69,7 @@ func ExampleExecutor_Start() {
 		fmt.Println(err)
 		return
 	}
-	p.OnSettled(func(r *sandbox.RunResult) { fmt.Println("settled, exit code", r.ExitCode) })
+	p.OnSettled(func(r *executor.RunResult) { fmt.Println("settled, exit code", r.ExitCode) })
 	res, _ := p.Wait(ctx)
 	fmt.Print(p.Read().Stdout)
 	fmt.Println("status:", p.Status(), "mode:", res.Sandbox.Mode)
@@ -88,14 +88,14 @@ func ExampleExecutor_Start() {
 func ExampleConfig_allowlist() {
 	ws, _ := os.MkdirTemp("", "example-ws")
 	defer os.RemoveAll(ws)
-	e, err := sandbox.NewExecutor(sandbox.Config{Mode: modes.WorkspaceWrite, Workspace: ws,
+	e, err := executor.New(executor.Config{Mode: modes.WorkspaceWrite, Workspace: ws,
 		Allowlist: &modes.Allowlist{Domains: []string{"registry.npmjs.org", "*.pythonhosted.org"}}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer e.Close()
-	res, err := e.Run(context.Background(), sandbox.Request{
+	res, err := e.Run(context.Background(), executor.Request{
 		Command: `test -n "$HTTPS_PROXY" && echo "proxy set"; curl -sS http://evil.example/ | cut -d';' -f1`,
 	})
 	if err != nil {

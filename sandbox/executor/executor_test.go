@@ -1,16 +1,14 @@
 //go:build linux
 
-package sandbox
+package executor
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -29,7 +28,7 @@ func newTestExecutor(t *testing.T, cfg Config) *Executor {
 	if cfg.SpillDir == "" {
 		cfg.SpillDir = t.TempDir()
 	}
-	e, err := NewExecutor(cfg)
+	e, err := New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { e.Close() })
 	return e
@@ -71,7 +70,7 @@ func TestNewExecutorRejects(t *testing.T) {
 			if tt.cfg.Workspace == "" {
 				tt.cfg.Workspace = ws
 			}
-			_, err := NewExecutor(tt.cfg)
+			_, err := New(tt.cfg)
 			if tt.name == "shell" {
 				// An absolute shell is taken as given; it fails at spawn.
 				require.NoError(t, err)
@@ -196,7 +195,7 @@ func TestSandboxUnavailableErrorMessage(t *testing.T) {
 		`refusing to run the command unconfined. Install bubblewrap or run a Landlock-enforcing kernel (Linux), ` +
 		`ensure sandbox-exec is usable (macOS), or ensure the ACL restricted-token runner can start (Windows) ` +
 		`— otherwise switch the consumer to danger-full-access.`
-	setup := &SetupError{Detail: "seccomp: load filter: Invalid argument"}
+	setup := &sandbox.SetupError{Detail: "seccomp: load filter: Invalid argument"}
 	tests := []struct {
 		err  *SandboxUnavailableError
 		want string
@@ -212,7 +211,7 @@ func TestSandboxUnavailableErrorMessage(t *testing.T) {
 		var target *SandboxUnavailableError
 		assert.True(t, errors.As(wrapped, &target))
 	}
-	var se *SetupError
+	var se *sandbox.SetupError
 	assert.True(t, errors.As(&SandboxUnavailableError{Err: setup}, &se), "the runner's setup error stays reachable")
 }
 
@@ -236,7 +235,7 @@ func TestRunClassification(t *testing.T) {
 	require.NoError(t, err, "exit 125 of the command itself is a result")
 	assert.Equal(t, 125, res.ExitCode)
 	assert.Empty(t, res.Sandbox.RunnerLost)
-	assert.Equal(t, LevelNone, res.Sandbox.Enforcement.Level)
+	assert.Equal(t, sandbox.LevelNone, res.Sandbox.Enforcement.Level)
 	assert.FileExists(t, marker)
 
 	// An aborted context spawns nothing.
@@ -252,7 +251,7 @@ func TestRunShellExecError(t *testing.T) {
 	ws := t.TempDir()
 	e := newTestExecutor(t, Config{Mode: modes.DangerFullAccess, Workspace: ws, Shell: filepath.Join(ws, "nosh")})
 	_, err := e.Run(context.Background(), Request{Command: "true"})
-	var ee *ExecError
+	var ee *sandbox.ExecError
 	require.ErrorAs(t, err, &ee)
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	assert.Contains(t, ee.Detail, "nosh: No such file or directory")
@@ -263,20 +262,4 @@ func TestClosedExecutor(t *testing.T) {
 	require.NoError(t, e.Close())
 	_, err := e.Run(context.Background(), Request{Command: "true"})
 	assert.ErrorIs(t, err, ErrClosed)
-}
-
-func TestExitCodeOf(t *testing.T) {
-	tests := []struct {
-		err  error
-		want int
-	}{
-		{&SetupError{Detail: "no seccomp"}, 125},
-		{&ExecError{Detail: "x: No such file or directory", Err: syscall.ENOENT}, 127},
-		{&ExecError{Detail: "x: Permission denied", Err: syscall.EACCES}, 126},
-		{fmt.Errorf("wrapped: %w", &ExecError{Err: syscall.ENOENT}), 127},
-		{errors.New("other"), 125},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, ExitCodeOf(tt.err), tt.err.Error())
-	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package executor
 
 import (
 	"errors"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
 func TestCommandFits(t *testing.T) {
@@ -79,10 +81,10 @@ func TestResolveRejectsOversizedEnv(t *testing.T) {
 func TestResourceErrorKinds(t *testing.T) {
 	for _, errno := range []syscall.Errno{syscall.EAGAIN, syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM} {
 		wrapped := fmt.Errorf("pipe2: %w", &os.SyscallError{Syscall: "pipe2", Err: errno})
-		re := resourceError("pipe", wrapped)
+		re := sandbox.ResourceErrorOf("pipe", wrapped)
 		require.NotNil(t, re, "%v", errno)
 		var err error = re
-		assert.ErrorIs(t, err, ErrResourceExhausted)
+		assert.ErrorIs(t, err, sandbox.ErrResourceExhausted)
 		assert.ErrorIs(t, err, errno)
 		var su *SandboxUnavailableError
 		assert.False(t, errors.As(err, &su), "resource exhaustion is not an unavailable sandbox")
@@ -90,6 +92,6 @@ func TestResourceErrorKinds(t *testing.T) {
 		assert.Contains(t, err.Error(), "pipe: "+errno.Error())
 	}
 	for _, errno := range []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.ENOENT, syscall.E2BIG} {
-		assert.Nil(t, resourceError("exec", errno), "%v is not resource exhaustion", errno)
+		assert.Nil(t, sandbox.ResourceErrorOf("exec", errno), "%v is not resource exhaustion", errno)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package executor
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestStopAfterExitKeepsStatus(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				j, err := e.launch(ctx, Request{Command: "echo last; exit 3"}, false)
 				require.NoError(t, err)
-				<-j.cmd.exited
+				<-j.cmd.Exited()
 				cancel()
 				<-j.settled
 				r := j.result
@@ -42,7 +42,7 @@ func TestStopAfterExitKeepsStatus(t *testing.T) {
 				ctx, cancel = context.WithCancel(context.Background())
 				p, err := e.Start(ctx, Request{Command: "exit 4"})
 				require.NoError(t, err)
-				<-p.j.cmd.exited
+				<-p.j.cmd.Exited()
 				assert.False(t, p.Kill(), "Kill after the command exited reports it ran")
 				cancel()
 				res, err := p.Wait(context.Background())
