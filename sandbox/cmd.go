@@ -106,3 +106,11 @@ func (c *Cmd) Run() (*Result, error) {
 	}
 	return c.Wait()
 }
+
+// SignalName returns the conventional name of sig, e.g. "SIGKILL".
+func SignalName(sig syscall.Signal) string {
+	if n := signalName(sig); n != "" {
+		return n
+	}
+	return "SIG" + sig.String()
+}

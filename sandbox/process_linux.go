@@ -34,16 +34,19 @@ func cloexecFrom(from int) error {
 	return nil
 }
 
-// KillOrphans SIGKILLs and reaps every remaining child of the calling
-// process. A supervisor that made itself a child subreaper calls it after
-// Wait, so that nothing a command started can outlive it even if the runner
-// itself was killed. It must not run concurrently with other waits.
-func KillOrphans() { runner.KillDescendants() }
-
-// BecomeSubreaper makes the calling process a child subreaper: orphaned
-// descendants are reparented to it instead of to init.
-func BecomeSubreaper() error { return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }
-
-// CloseOnExecFrom marks every fd >= from close-on-exec, so an fd leaked to
-// this process cannot reach the runner or the command.
-func CloseOnExecFrom(from int) error { return cloexecFrom(from) }
+// Attach readies a process whose one job is to run a Cmd (a CLI): every fd
+// above 2 becomes close-on-exec, so that nothing leaked to the process
+// reaches the command, and the process becomes a child subreaper, so that
+// what the command leaves behind comes back to it. Call reap after Wait: it
+// SIGKILLs and reaps every remaining child of the process, so that nothing
+// the command started outlives it even if the runner itself was killed. It
+// must not run concurrently with other waits.
+func Attach() (reap func(), err error) {
+	if err := cloexecFrom(3); err != nil {
+		return nil, err
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("set child subreaper: %w", err)
+	}
+	return runner.KillDescendants, nil
+}

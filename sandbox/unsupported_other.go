@@ -65,14 +65,8 @@ func ProbeWith(ProbeOptions) ProbeReport {
 	return r
 }
 
-// KillOrphans does nothing off Linux: no command ran.
-func KillOrphans() {}
-
-// BecomeSubreaper returns ErrUnsupported off Linux.
-func BecomeSubreaper() error { return ErrUnsupported }
-
-// CloseOnExecFrom returns ErrUnsupported off Linux.
-func CloseOnExecFrom(int) error { return ErrUnsupported }
+// Attach returns ErrUnsupported off Linux.
+func Attach() (reap func(), err error) { return nil, ErrUnsupported }
 
 // CacheUsage returns ErrUnsupported: off Linux no command adds to a cache.
 func CacheUsage(store string) (int64, error) { return 0, ErrUnsupported }

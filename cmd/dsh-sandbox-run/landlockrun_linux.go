@@ -106,7 +106,7 @@ func landlockRun(argv, environ []string, stdout, stderr io.Writer) int {
 	// Every failure is also written to the report, with landlock-run's
 	// status (125, also for an exec failure).
 	failReport := func(p modes.Policy, err error, format string, a ...any) int {
-		r := sandbox.NewReport(p, nil, err)
+		r := newReport(p, nil, err)
 		r.ExitCode = llExit
 		rep.write(io.Discard, r)
 		return fail(format, a...)
@@ -158,15 +158,10 @@ func landlockRun(argv, environ []string, stdout, stderr io.Writer) int {
 		return failReport(modes.Policy{Mode: opts.Mode, Network: network}, err, "sandbox setup failed: %v", err)
 	}
 
-	if err := sandbox.CloseOnExecFrom(3); err != nil {
+	run, err := attach()
+	if err != nil {
 		return failReport(policy, err, "sandbox setup failed: %v", err)
 	}
-	if err := sandbox.BecomeSubreaper(); err != nil {
-		err = fmt.Errorf("set child subreaper: %w", err)
-		return failReport(policy, err, "sandbox setup failed: %v", err)
-	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 
 	// Upstream says so right before it execs: before any output of the
 	// command's.
@@ -175,26 +170,20 @@ func landlockRun(argv, environ []string, stdout, stderr io.Writer) int {
 	}
 	// The environment passes through unchanged, as upstream's exec does.
 	cmd := &sandbox.Cmd{Policy: policy, Args: a.argv, Env: environ, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LandlockABI: abiCap}
-	if err := cmd.Start(); err != nil {
+	if err := run.start(cmd, 0); err != nil {
 		var ee *sandbox.ExecError
 		if errors.As(err, &ee) {
 			return failReport(policy, err, "exec failed: %s", strerror(ee.Err))
 		}
 		return failReport(policy, err, "sandbox setup failed: %v", err)
 	}
-	done := make(chan struct{})
-	stopped := make(chan bool, 1)
-	go func() { stopped <- stopper(cmd, sigs, 0, done) }()
-	res, err := cmd.Wait()
-	sandbox.KillOrphans()
-	close(done)
-	<-stopped
+	res, _, err := run.wait()
 	if err != nil {
 		return failReport(policy, err, "sandbox error: %v", err)
 	}
 	// A report that cannot be written is not said: any launcher line
 	// after a run would read as a runner failure upstream.
-	rep.write(io.Discard, sandbox.NewReport(policy, res, nil))
+	rep.write(io.Discard, newReport(policy, res, nil))
 	if res.Signal != 0 {
 		signal.Reset()
 		rep.close()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -82,7 +81,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	defer rep.close()
 	// From here on every failure is also written to the report.
 	failReport := func(p modes.Policy, err error) int {
-		rep.write(stderr, sandbox.NewReport(p, nil, err))
+		rep.write(stderr, newReport(p, nil, err))
 		return fail("%v", err)
 	}
 	mode, err := modes.Parse(o.Mode)
@@ -151,31 +150,19 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	// Nothing leaked to us may reach the command; orphans come back to us.
-	if err := sandbox.CloseOnExecFrom(3); err != nil {
+	run, err := attach()
+	if err != nil {
 		return failReport(policy, err)
 	}
-	if err := sandbox.BecomeSubreaper(); err != nil {
-		return failReport(policy, fmt.Errorf("set child subreaper: %w", err))
-	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-
 	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LandlockABI: o.landlockABI,
 		Transaction: tx}
-	if err := cmd.Start(); err != nil {
-		rep.write(stderr, sandbox.NewReport(policy, nil, err))
+	if err := run.start(cmd, o.timeout()); err != nil {
+		rep.write(stderr, newReport(policy, nil, err))
 		fail("%v", err)
-		return sandbox.ExitCodeOf(err)
+		return exitCodeOf(err)
 	}
 	started = true
-	done := make(chan struct{})
-	timedOut := make(chan bool, 1)
-	go func() { timedOut <- stopper(cmd, sigs, o.timeout(), done) }()
-	res, err := cmd.Wait()
-	sandbox.KillOrphans()
-	close(done)
-	to := <-timedOut
+	res, to, err := run.wait()
 	if err != nil {
 		return failReport(policy, err)
 	}
@@ -185,7 +172,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	if !o.quiet {
 		printDenials(stderr, res, policy.Mode, o.report != "")
 	}
-	r := sandbox.NewReport(policy, res, nil)
+	r := newReport(policy, res, nil)
 	r.TimedOut = to
 	if tx != nil {
 		r.Transaction = tx.Dir()
@@ -258,7 +245,7 @@ func versionLine() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		v = bi.Main.Version
 	}
-	return fmt.Sprintf("%s %s (report format %d, %s)", name, v, sandbox.ReportVersion, runtime.Version())
+	return fmt.Sprintf("%s %s (report format %d, %s)", name, v, reportVersion, runtime.Version())
 }
 
 func probe(o options, stdout, stderr io.Writer) int {
