@@ -130,8 +130,8 @@ func TestExecutorExitCodesAreResults(t *testing.T) {
 					if r.ExitCode != cmds[k].exit || r.Signal != cmds[k].signal {
 						t.Errorf("%q: exit=%d signal=%q, want %d %q", cmds[k].cmd, r.ExitCode, r.Signal, cmds[k].exit, cmds[k].signal)
 					}
-					if r.TimedOut || r.Aborted || r.Sandbox.RunnerLost != "" {
-						t.Errorf("%q: timedOut=%v aborted=%v runnerLost=%q", cmds[k].cmd, r.TimedOut, r.Aborted, r.Sandbox.RunnerLost)
+					if r.TimedOut || r.Aborted || r.Sandbox.RunnerFailed {
+						t.Errorf("%q: timedOut=%v aborted=%v runnerFailed=%v", cmds[k].cmd, r.TimedOut, r.Aborted, r.Sandbox.RunnerFailed)
 					}
 				}
 			})

@@ -246,8 +246,8 @@ func requireConfined(t *testing.T, r *executor.RunResult, mode string) {
 	if r.Sandbox.Mode.String() != mode {
 		t.Errorf("facts mode = %v, want %s", r.Sandbox.Mode, mode)
 	}
-	if r.Sandbox.RunnerLost != "" {
-		t.Errorf("runner lost: %s", r.Sandbox.RunnerLost)
+	if r.Sandbox.RunnerFailed {
+		t.Errorf("runner failed: %s", r.Sandbox.RunnerFailure)
 	}
 	if mode == "danger-full-access" {
 		if r.Sandbox.Enforcement.Level != sandbox.LevelNone {
@@ -786,8 +786,8 @@ func TestExecutorRunnerKilledNoSurvivors(t *testing.T) {
 				}
 				out := c.h.wait(t, time.Second)
 				if r := out.Result; r != nil {
-					t.Logf("result after the runner was killed: exit=%d signal=%q timedOut=%v runnerLost=%v %q",
-						r.ExitCode, r.Signal, r.TimedOut, r.Sandbox.RunnerLost != "", r.Sandbox.RunnerLost)
+					t.Logf("result after the runner was killed: exit=%d signal=%q timedOut=%v runnerFailed=%v %q",
+						r.ExitCode, r.Signal, r.TimedOut, r.Sandbox.RunnerFailed, r.Sandbox.RunnerFailure)
 				} else {
 					t.Logf("error after the runner was killed: %+v", out.Error)
 				}

@@ -517,7 +517,7 @@ type stoppedCase struct {
 	stdout   string
 	// noPidNSOnly: the case needs the relay to be visible
 	noPidNSOnly bool
-	// failed: the runner is reported lost (RunnerLost) — or, when the
+	// failed: the runner is reported lost (RunnerFailed) — or, when the
 	// command killed its keeper before the keeper could report that the
 	// command started (the command runs from its execve on), Start fails
 	// saying the runner exited.
@@ -633,13 +633,13 @@ func TestStoppedHelpersNeverStall(t *testing.T) {
 					t.Errorf("stdout = %q, want it to start with %q (stderr %q)", r.Stdout.Text, c.stdout, r.Stderr.Text)
 				}
 				if c.exit >= 0 && r.ExitCode != c.exit {
-					t.Errorf("exit = %d, want %d (signal %q, runner failure %q)", r.ExitCode, c.exit, r.Signal, r.Sandbox.RunnerLost)
+					t.Errorf("exit = %d, want %d (signal %q, runner failure %q)", r.ExitCode, c.exit, r.Signal, r.Sandbox.RunnerFailure)
 				}
 				if r.TimedOut != c.timedOut {
 					t.Errorf("timedOut = %v, want %v", r.TimedOut, c.timedOut)
 				}
-				if (r.Sandbox.RunnerLost != "") != c.failed {
-					t.Errorf("runnerLost = %q, want lost %v", r.Sandbox.RunnerLost, c.failed)
+				if r.Sandbox.RunnerFailed != c.failed {
+					t.Errorf("runnerFailed = %v (%q), want %v", r.Sandbox.RunnerFailed, r.Sandbox.RunnerFailure, c.failed)
 				}
 			})
 		}

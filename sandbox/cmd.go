@@ -40,7 +40,7 @@ type Result struct {
 	// ExitCode is the command's exit status, or 128+N when it died of signal N.
 	ExitCode int
 	// Signal is the signal that killed the command (or the runner, when
-	// Facts.RunnerLost says so), or 0.
+	// Facts.RunnerFailed says so), or 0.
 	Signal syscall.Signal
 	Facts
 }

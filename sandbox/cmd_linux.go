@@ -686,7 +686,7 @@ func (c *Cmd) Wait() (*Result, error) {
 				r.Signal = ws.Signal()
 				r.ExitCode = 128 + int(r.Signal)
 				if !killed {
-					r.RunnerLost = fmt.Sprintf("the sandbox runner was killed by %s before the command ended", SignalName(r.Signal))
+					r.RunnerFailed, r.RunnerFailure = true, fmt.Sprintf("the sandbox runner was killed by %s before the command ended", SignalName(r.Signal))
 				}
 			case killed:
 				// Kill's SIGKILL reached the tree before the relay's.

@@ -34,13 +34,14 @@ type Facts struct {
 	// Usage is what the command used, where a cgroup of its own measured
 	// it (nil otherwise); limits it hit are Denials with op "limit".
 	Usage *Usage `json:"usage,omitempty"`
-	// RunnerLost says why, when the runner was lost after the command
-	// started (killed from outside by a signal Kill did not send, or it
-	// failed): the command's session was killed with it, and the exit
-	// code is the runner's death signal, or 125 when nothing is known. (A
-	// runner that cannot confine before the command starts is an error,
-	// never a result.)
-	RunnerLost string `json:"runnerLost,omitempty"`
+	// RunnerFailed (the contract's runnerFailed): the runner was lost
+	// after the command started, killed from outside by a signal Kill did
+	// not send, or failing; RunnerFailure says why. The command's session
+	// was killed with it, and the exit code is the runner's death signal,
+	// or 125 when nothing is known. (A runner that cannot confine before
+	// the command starts is an error, never a result.)
+	RunnerFailed  bool   `json:"runnerFailed,omitempty"`
+	RunnerFailure string `json:"runnerFailure,omitempty"`
 }
 
 // Denial is one fact the supervisor observed: the sandbox refused Op on Path

@@ -91,7 +91,7 @@ func outcomeOf(r *executor.RunResult) tasks.Outcome {
 	switch {
 	case r == nil:
 		return tasks.Outcome{Status: tasks.StatusRunning}
-	case r.Sandbox.RunnerLost != "":
+	case r.Sandbox.RunnerFailed:
 		return tasks.Outcome{Status: tasks.StatusFailed, Detail: "sandbox runner failed"}
 	case r.Killed || r.Aborted:
 		if r.Signal != "" {

@@ -154,7 +154,7 @@ func failed(r *executor.RunResult) bool {
 func sandboxMarkers(r *executor.RunResult, confines bool) []string {
 	f := r.Sandbox
 	switch {
-	case f.RunnerLost != "":
+	case f.RunnerFailed:
 		return []string{RunnerFailureMarker(f.Mode)}
 	case f.Denied && !failed(r):
 		return []string{SurvivedDenialNote}

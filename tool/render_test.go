@@ -43,7 +43,7 @@ func TestRenderForeground(t *testing.T) {
 			"(no output)\n[timed out after 300ms]\n[killed by signal: SIGTERM]"},
 		{"timeout on a command that trapped TERM and exited 0", executor.RunResult{Stdout: executor.Output{Text: "bye\n"}, TimedOut: true, TimeoutMs: 1500.5}, true,
 			"bye\n[timed out after 1500.5ms]"},
-		{"runner failure outranks denial", executor.RunResult{ExitCode: 137, Signal: "SIGKILL", Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, RunnerLost: "lost"}}, true,
+		{"runner failure outranks denial", executor.RunResult{ExitCode: 137, Signal: "SIGKILL", Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, RunnerFailed: true}}, true,
 			"(no output)\n[sandbox: the sandbox runner itself failed under workspace-write mode — the command did not run; this is a sandbox problem, not a command failure]\n[killed by signal: SIGKILL]"},
 		{"allowlist refusals named after the denial marker", executor.RunResult{ExitCode: 56, Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, Denials: []sandbox.Denial{
 			{Op: "connect", Address: "evil.test:443", Syscall: sandbox.SyscallProxy},
@@ -90,7 +90,7 @@ func TestOutcomeOf(t *testing.T) {
 		{executor.RunResult{Killed: true, ExitCode: 143, Signal: "SIGTERM"}, tasks.Outcome{Status: tasks.StatusKilled, Detail: "signal: SIGTERM"}},
 		{executor.RunResult{Killed: true, ExitCode: 0}, tasks.Outcome{Status: tasks.StatusKilled, Detail: "killed before exit"}},
 		{executor.RunResult{Aborted: true, Signal: "SIGKILL"}, tasks.Outcome{Status: tasks.StatusKilled, Detail: "signal: SIGKILL"}},
-		{executor.RunResult{Sandbox: sandbox.Facts{RunnerLost: "lost"}}, tasks.Outcome{Status: tasks.StatusFailed, Detail: "sandbox runner failed"}},
+		{executor.RunResult{Sandbox: sandbox.Facts{RunnerFailed: true}}, tasks.Outcome{Status: tasks.StatusFailed, Detail: "sandbox runner failed"}},
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, outcomeOf(&tt.r))

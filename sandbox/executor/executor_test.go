@@ -234,7 +234,7 @@ func TestRunClassification(t *testing.T) {
 	res, err := e.Run(ctx, Request{Command: "touch " + marker + "; exit 125", Mode: ptr(modes.DangerFullAccess)})
 	require.NoError(t, err, "exit 125 of the command itself is a result")
 	assert.Equal(t, 125, res.ExitCode)
-	assert.Empty(t, res.Sandbox.RunnerLost)
+	assert.False(t, res.Sandbox.RunnerFailed)
 	assert.Equal(t, sandbox.LevelNone, res.Sandbox.Enforcement.Level)
 	assert.FileExists(t, marker)
 

@@ -308,7 +308,7 @@ func (j *job) supervise(timer *time.Timer) {
 		},
 	}
 	if err != nil {
-		out.Sandbox.RunnerLost = err.Error()
+		out.Sandbox.RunnerFailed, out.Sandbox.RunnerFailure = true, err.Error()
 		out.ExitCode = 125 // status unknown: the sandbox's own failure code
 	} else {
 		out.Sandbox = res.Facts
