@@ -35,11 +35,11 @@ type Policy struct {
 	// AllowDomain, DenyDomain, AllowHost and Resolve make the network
 	// allowlist (modes.Allowlist): the command's only way out is then the
 	// egress proxy.
-	AllowDomain []string
-	DenyDomain  []string
-	AllowHost   []string
-	Resolve     []string
-	AllowBroadWorkspace  bool
+	AllowDomain         []string
+	DenyDomain          []string
+	AllowHost           []string
+	Resolve             []string
+	AllowBroadWorkspace bool
 	// NoCaches and CacheDir are modes.Options.NoCaches and CacheDir.
 	NoCaches bool
 	CacheDir string
