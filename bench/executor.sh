@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks of the Go sandbox Executor (sandbox/executor_bench_test.go):
+# Benchmarks of the Go sandbox Executor (sandbox/executor/executor_bench_test.go):
 #   spawn       Executor.Run of `true` per mode vs `bash -c true` bare and under bwrap
 #   output      bytes/s captured from `head -c 1G /dev/zero` vs a pipe into cat, and peak RSS
 #   throughput  commands/s with 2×GOMAXPROCS concurrent Runs vs bare and bwrap
@@ -47,7 +47,7 @@ echo
 
 # Three invocations: the output and idle-memory benchmarks cost far more per op.
 run() { # benchtime regexp
-  (cd "$repo" && "$go" test -run '^$' -bench "$2" -benchtime "$1" -count "$count" -timeout 60m ./sandbox)
+  (cd "$repo" && "$go" test -run '^$' -bench "$2" -benchtime "$1" -count "$count" -timeout 60m ./sandbox/executor)
 }
 echo "== go test -bench (raw output: $raw)"
 {

@@ -33,7 +33,7 @@ func newTestExecutor(t *testing.T, cfg executor.Config) *executor.Executor {
 	}
 	e, err := executor.New(cfg)
 	if err != nil {
-		t.Fatalf("NewExecutor: %v", err)
+		t.Fatalf("executor.New: %v", err)
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
@@ -81,7 +81,7 @@ func TestExecutorInvalidRequests(t *testing.T) {
 	requireAbsent(t, marker)
 }
 
-// TestExecutorConfigRefused: NewExecutor refuses configs it cannot honour.
+// TestExecutorConfigRefused: executor.New refuses configs it cannot honour.
 func TestExecutorConfigRefused(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
@@ -97,7 +97,7 @@ func TestExecutorConfigRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if e, err := executor.New(cfg); err == nil {
 				e.Close()
-				t.Errorf("NewExecutor accepted %+v", cfg)
+				t.Errorf("executor.New accepted %+v", cfg)
 			}
 		})
 	}

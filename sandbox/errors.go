@@ -39,7 +39,7 @@ var ErrEgressClosed = errors.New("sandbox: the egress proxy is closed")
 // that would run a command on a platform the sandbox does not support: it
 // confines with Landlock, seccomp and namespaces, so it runs on Linux only.
 // The package compiles everywhere, so that a cross-platform harness can link
-// it and get this error at run time: off Linux, NewExecutor returns it,
+// it and get this error at run time: off Linux, executor.New returns it,
 // Cmd.Start returns a *SetupError wrapping it, and Probe reports
 // Confined false with its message as every mode's error. It is
 // errors.ErrUnsupported, so code that checks the standard one matches too.

@@ -14,7 +14,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// TestExecutorRefusesBroadWorkspace: NewExecutor and Resolve refuse a
+// TestExecutorRefusesBroadWorkspace: New and Resolve refuse a
 // workspace-write workspace that is / or contains the command's $HOME,
 // unless Config.AllowBroadWorkspace; a read-only executor may live in /.
 func TestExecutorRefusesBroadWorkspace(t *testing.T) {

@@ -46,7 +46,7 @@ type Config struct {
 	DenyRead, AllowRead []string
 	// AllowBroadWorkspace lets a workspace (the executor's or a session's)
 	// and the AllowWrite directories be /, a home directory or an ancestor of one
-	// under workspace-write; otherwise NewExecutor and Resolve refuse them
+	// under workspace-write; otherwise New and Resolve refuse them
 	// with a *modes.BroadWorkspaceError (errors.Is modes.ErrBroadWorkspace).
 	// A broad $TMPDIR is always refused.
 	AllowBroadWorkspace bool

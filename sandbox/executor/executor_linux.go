@@ -37,7 +37,7 @@ type Executor struct {
 	closed bool
 }
 
-// NewExecutor checks cfg, fills its defaults and creates the private spill
+// New checks cfg, fills its defaults and creates the private spill
 // directory. It does not check the runner: a missing runner makes each
 // confined call fail with a *SandboxUnavailableError.
 func New(cfg Config) (*Executor, error) {

@@ -12,7 +12,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// Executor runs shell commands under a sandbox mode. Off Linux NewExecutor
+// Executor runs shell commands under a sandbox mode. Off Linux New
 // never returns one.
 type Executor struct{}
 
