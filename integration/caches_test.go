@@ -157,7 +157,7 @@ func TestCacheStoreRefused(t *testing.T) {
 		} {
 			r := id.run(t, runOpts{Flags: append(sandboxFlags("workspace-write", ws), "--cache-dir", c.store), Argv: bash("touch ran"), Dir: ws})
 			requireSetupRefused(t, r)
-			assert.Contains(t, r.Stderr, "cannot use cache store")
+			assert.Contains(t, r.Stderr, "cannot use the cache directory")
 			assert.Contains(t, r.Stderr, c.want)
 			requireAbsent(t, filepath.Join(ws, "ran"))
 			_, err := os.Stat(filepath.Join(ws, "store"))

@@ -467,7 +467,7 @@ func TestFlagParsing(t *testing.T) {
 		t.Run("--version", func(t *testing.T) {
 			r := id.run(t, runOpts{Flags: []string{"--version"}, NoReport: true})
 			requireExit(t, r, 0)
-			if ls := lines(r.Stdout); len(ls) != 1 || !regexp.MustCompile(`^dsh-sandbox-run \S+ \(report format 1, go`).MatchString(ls[0]) {
+			if ls := lines(r.Stdout); len(ls) != 1 || !regexp.MustCompile(`^dsh-sandbox-run \S+ \(report format 2, go`).MatchString(ls[0]) {
 				t.Errorf("--version printed %q", r.Stdout)
 			}
 		})

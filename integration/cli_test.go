@@ -87,8 +87,8 @@ func TestSetupErrorsExit125(t *testing.T) {
 					if rep.ExitCode == nil || *rep.ExitCode != 125 {
 						t.Errorf("report exitCode = %v, want 125", rep.ExitCode)
 					}
-					if len(rep.Denials) != 0 {
-						t.Errorf("report denials = %v, want empty", rep.Denials)
+					if rep.ReportSandbox != nil {
+						t.Errorf("the report of a command that never ran has a sandbox object: %+v", *rep.ReportSandbox)
 					}
 				}
 			})
