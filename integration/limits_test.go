@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
-	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -387,12 +386,12 @@ func TestLimitsExecutor(t *testing.T) {
 	}
 	f := res.Sandbox
 	switch f.Enforcement.Limits {
-	case sandbox.LimitsCgroupV1, sandbox.LimitsCgroupV2:
+	case "cgroup-v1", "cgroup-v2":
 	default:
 		if os.Geteuid() == 0 {
 			t.Fatalf("root got limits by %q, want a cgroup", f.Enforcement.Limits)
 		}
-		if !slices.Contains(f.Enforcement.Missing, sandbox.MissingMemoryLimit) {
+		if !slices.Contains(f.Enforcement.Missing, "memory-limit") {
 			t.Errorf("no cgroup (%q) and memory-limit not missing: %v", f.Enforcement.Limits, f.Enforcement.Missing)
 		}
 		return

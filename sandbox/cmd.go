@@ -106,11 +106,3 @@ func (c *Cmd) Run() (*Result, error) {
 	}
 	return c.Wait()
 }
-
-// SignalName returns the conventional name of sig, e.g. "SIGKILL".
-func SignalName(sig syscall.Signal) string {
-	if n := signalName(sig); n != "" {
-		return n
-	}
-	return "SIG" + sig.String()
-}

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/signame"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/audit"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/cachestore"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/changes"
@@ -605,7 +606,7 @@ func (c *Cmd) monitor() {
 	// they will stay, and nothing races the audit. The changes are read
 	// first: what the audit sets aside is the command's write, not a removal.
 	c.changes, c.changesDropped = c.changed.Settle()
-	audit.Finish(c.audits, c.facts, slices.Contains(c.enf.Layers, LayerMountView) || c.prep.carved)
+	audit.Finish(c.audits, c.facts, slices.Contains(c.enf.Layers, layerMountView) || c.prep.carved)
 	if c.Transaction != nil {
 		// After the audit: what it reverted is no change.
 		c.transactionChanges()
@@ -686,7 +687,7 @@ func (c *Cmd) Wait() (*Result, error) {
 				r.Signal = ws.Signal()
 				r.ExitCode = 128 + int(r.Signal)
 				if !killed {
-					r.RunnerFailed, r.RunnerFailure = true, fmt.Sprintf("the sandbox runner was killed by %s before the command ended", SignalName(r.Signal))
+					r.RunnerFailed, r.RunnerFailure = true, fmt.Sprintf("the sandbox runner was killed by %s before the command ended", signame.Name(r.Signal))
 				}
 			case killed:
 				// Kill's SIGKILL reached the tree before the relay's.
@@ -862,7 +863,7 @@ func describeStatus(ws unix.WaitStatus, err error) string {
 	case ws.Exited():
 		return fmt.Sprintf("exit status %d", ws.ExitStatus())
 	case ws.Signaled():
-		return "signal: " + SignalName(ws.Signal())
+		return "signal: " + signame.Name(ws.Signal())
 	}
 	return fmt.Sprintf("wait status %#x", uint32(ws))
 }
@@ -874,9 +875,9 @@ func (c *Cmd) limitsMechanism(m runner.Msg) string {
 	case c.group != nil:
 		return c.group.Mechanism()
 	case m.Layers != nil && m.Layers.Nproc:
-		return LimitsRlimit
+		return limitsRlimit
 	}
-	return LimitsNone
+	return limitsNone
 }
 
 // limitFact is the fact of a limit the command hit.

@@ -77,7 +77,7 @@ func TestStubResolverSkipsWhatTheNamespaceRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(res.Enforcement.Layers, LayerNetNS) {
+	if !slices.Contains(res.Enforcement.Layers, layerNetNS) {
 		t.Skipf("no net namespace here (%v): no stub resolver", res.Enforcement.Reasons)
 	}
 	b, _ := os.ReadFile(out.Name())

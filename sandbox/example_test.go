@@ -36,8 +36,8 @@ func ExampleCmd_Run() {
 }
 
 // Probe tells what this host can enforce, by running `true` under each mode.
-func ExampleProbe() {
-	r := sandbox.Probe("", os.TempDir())
+func ExampleProbeWith() {
+	r := sandbox.ProbeWith(sandbox.ProbeOptions{Workspace: os.TempDir()})
 	fmt.Println("confined modes can run:", r.Confined)
 	fmt.Println("danger-full-access:", r.Modes["danger-full-access"].Enforcement)
 	// Output:

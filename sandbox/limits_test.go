@@ -8,7 +8,7 @@ import (
 )
 
 func TestWithLimits(t *testing.T) {
-	full := Enforcement{Level: LevelFull, Layers: []string{LayerLandlock}, Missing: []string{}}
+	full := Enforcement{Level: levelFull, Layers: []string{layerLandlock}, Missing: []string{}}
 	all := modes.Limits{MaxPids: 10, MaxMemory: 1 << 30, MaxCPU: 1}
 	for _, tc := range []struct {
 		name    string
@@ -19,17 +19,17 @@ func TestWithLimits(t *testing.T) {
 		limits  string
 		missing []string
 	}{
-		{"no limits asked", full, modes.Limits{}, LimitsNone, LevelFull, "", []string{}},
-		{"cgroup v1", full, all, LimitsCgroupV1, LevelFull, LimitsCgroupV1, []string{}},
-		{"cgroup v2", full, all, LimitsCgroupV2, LevelFull, LimitsCgroupV2, []string{}},
-		{"rlimit: pids only", full, all, LimitsRlimit, LevelPartial, LimitsRlimit, []string{MissingMemoryLimit, MissingCPULimit}},
-		{"rlimit, defaults", full, modes.Limits{MaxPids: 4096, MaxMemory: 1 << 30}, LimitsRlimit, LevelPartial, LimitsRlimit, []string{MissingMemoryLimit}},
-		{"none", full, all, LimitsNone, LevelPartial, LimitsNone, []string{MissingPidsLimit, MissingMemoryLimit, MissingCPULimit}},
-		{"none, only cpu asked", full, modes.Limits{MaxCPU: 2}, LimitsNone, LevelPartial, LimitsNone, []string{MissingCPULimit}},
-		{"danger-full-access stays none", Enforcement{Level: LevelNone, Layers: []string{}, Missing: []string{}}, all, LimitsNone, LevelNone, LimitsNone,
-			[]string{MissingPidsLimit, MissingMemoryLimit, MissingCPULimit}},
-		{"already partial", Enforcement{Level: LevelPartial, Missing: []string{MissingIPCIsolation}}, all, LimitsRlimit, LevelPartial, LimitsRlimit,
-			[]string{MissingIPCIsolation, MissingMemoryLimit, MissingCPULimit}},
+		{"no limits asked", full, modes.Limits{}, limitsNone, levelFull, "", []string{}},
+		{"cgroup v1", full, all, limitsCgroupV1, levelFull, limitsCgroupV1, []string{}},
+		{"cgroup v2", full, all, limitsCgroupV2, levelFull, limitsCgroupV2, []string{}},
+		{"rlimit: pids only", full, all, limitsRlimit, levelPartial, limitsRlimit, []string{missingMemoryLimit, missingCPULimit}},
+		{"rlimit, defaults", full, modes.Limits{MaxPids: 4096, MaxMemory: 1 << 30}, limitsRlimit, levelPartial, limitsRlimit, []string{missingMemoryLimit}},
+		{"none", full, all, limitsNone, levelPartial, limitsNone, []string{missingPidsLimit, missingMemoryLimit, missingCPULimit}},
+		{"none, only cpu asked", full, modes.Limits{MaxCPU: 2}, limitsNone, levelPartial, limitsNone, []string{missingCPULimit}},
+		{"danger-full-access stays none", Enforcement{Level: levelNone, Layers: []string{}, Missing: []string{}}, all, limitsNone, levelNone, limitsNone,
+			[]string{missingPidsLimit, missingMemoryLimit, missingCPULimit}},
+		{"already partial", Enforcement{Level: levelPartial, Missing: []string{missingIPCIsolation}}, all, limitsRlimit, levelPartial, limitsRlimit,
+			[]string{missingIPCIsolation, missingMemoryLimit, missingCPULimit}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in

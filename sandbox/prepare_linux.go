@@ -101,7 +101,7 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 		// cannot see to be fresh (sock_diag lists no unbound inet socket),
 		// and the runner's listeners in a net namespace are taken with
 		// pidfd_getfd too.
-		return nil, errors.New(allowlistUnavailable)
+		return nil, errors.New(allowlistRefusal)
 	}
 	abi, abiErr := effectiveABI(maxABI)
 	if abiErr != nil {
@@ -407,11 +407,11 @@ func (c *Cmd) assess(m runner.Msg) Enforcement {
 	}
 	e.Caches, _ = c.prep.writtenCaches(m.Caches)
 	if c.Policy.Allowlist != nil && c.Policy.Mode.Confines() {
-		e.Layers = append(e.Layers, LayerEgressProxy)
+		e.Layers = append(e.Layers, layerEgressProxy)
 		if !l.ns.Net && l.landlockABI < 4 {
-			e.Missing = append(e.Missing, MissingEgressLandlock)
-			if e.Level == LevelFull {
-				e.Level = LevelPartial
+			e.Missing = append(e.Missing, missingEgressLandlock)
+			if e.Level == levelFull {
+				e.Level = levelPartial
 			}
 		}
 	}
@@ -436,10 +436,10 @@ func (prep *preparation) masked(mountView, landlockOn bool) []Masked {
 	for _, m := range prep.masks {
 		var by []string
 		if mountView {
-			by = append(by, LayerMountView)
+			by = append(by, layerMountView)
 		}
 		if landlockOn && slices.Contains(prep.llMasks, m) {
-			by = append(by, LayerLandlock)
+			by = append(by, layerLandlock)
 		}
 		if len(by) > 0 {
 			out = append(out, Masked{Path: m, Layers: by})
@@ -456,9 +456,9 @@ func unwrapExecErr(err error) error {
 	return err
 }
 
-// allowlistUnavailable is why a network allowlist cannot run on a host
+// allowlistRefusal is why a network allowlist cannot run on a host
 // without user notification or pidfd_getfd.
-const allowlistUnavailable = "a network allowlist needs seccomp user notification with pidfd_getfd " +
+const allowlistRefusal = "a network allowlist needs seccomp user notification with pidfd_getfd " +
 	"(Linux 5.9 or later, and a seccomp profile that allows pidfd_getfd: Docker's default allows it only with --cap-add SYS_PTRACE), " +
 	"which this host does not offer"
 

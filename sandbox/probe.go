@@ -8,9 +8,9 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// ProbeVersion is the version of the ProbeReport JSON format; version 2
+// probeVersion is the version of the ProbeReport JSON format; version 2
 // names every key in camelCase.
-const ProbeVersion = 2
+const probeVersion = 2
 
 // ProbeReport says what this host can enforce. It is the JSON document of
 // dsh-sandbox-run --probe --json.
@@ -21,20 +21,19 @@ type ProbeReport struct {
 	Namespaces NamespaceProbe       `json:"namespaces"`
 	Modes      map[string]ModeProbe `json:"modes"`
 	// Limits is what enforces the default resource limits of a
-	// workspace-write command (LimitsCgroupV1, LimitsCgroupV2,
-	// LimitsRlimit, LimitsNone); each mode's own is in Modes.
+	// workspace-write command ("cgroup-v1", "cgroup-v2", "rlimit",
+	// "none"); each mode's own is in Modes.
 	Limits string `json:"limits"`
 	// Allowlist is how a network allowlist (modes.Allowlist) is held here:
-	// AllowlistNetNS, AllowlistSupervisor (with Landlock's TCP rules, ABI
-	// 4), AllowlistSupervisorOnly (egress-landlock missing) or
-	// AllowlistUnavailable.
+	// "net-namespace", "supervisor" (with Landlock's TCP rules, ABI 4),
+	// "supervisor-only" (egress-landlock missing) or "unavailable".
 	Allowlist string `json:"allowlist"`
 	// Caches is how a workspace-write command's toolchain caches are held
-	// here (modes.Policy.Caches): CachesOverlay where it gets a mount view,
-	// CachesVariables without one, else CachesReadOnly.
+	// here (modes.Policy.Caches): "overlay" where it gets a mount view,
+	// "variables" without one, else "read-only".
 	Caches string `json:"caches"`
 	// Loopback is what a confined command with the network off gets for a
-	// loopback here: LoopbackNetNS, LoopbackOwnAddress, or LoopbackRefused.
+	// loopback here: "net-namespace", "own-address", or "refused".
 	Loopback string `json:"loopback"`
 	// Confined is true when both confined modes can run.
 	Confined bool `json:"confined"`
@@ -83,33 +82,26 @@ type ModeProbe struct {
 	Error       string   `json:"error,omitempty"`
 }
 
-// Probe finds out what this host can enforce by doing it: it runs `true`
-// under each confined mode (workspace: ws) with runner as the runner binary
-// ("" for this executable), and reports the layers each got.
-func Probe(runner, ws string) ProbeReport {
-	return ProbeWith(ProbeOptions{Runner: runner, Workspace: ws})
-}
-
 // How a network allowlist is held (ProbeReport.Allowlist).
 const (
-	AllowlistNetNS          = "net-namespace"   // the proxy's listener in the command's own net namespace is its only route
-	AllowlistSupervisor     = "supervisor"      // the supervisor connects inet sockets to the proxy only, Landlock limits TCP ports
-	AllowlistSupervisorOnly = "supervisor-only" // the same without Landlock's TCP rules (ABI < 4)
-	AllowlistUnavailable    = "unavailable"     // no seccomp user notification or no pidfd_getfd: an allowlist is refused
+	allowlistNetNS          = "net-namespace"   // the proxy's listener in the command's own net namespace is its only route
+	allowlistSupervisor     = "supervisor"      // the supervisor connects inet sockets to the proxy only, Landlock limits TCP ports
+	allowlistSupervisorOnly = "supervisor-only" // the same without Landlock's TCP rules (ABI < 4)
+	allowlistUnavailable    = "unavailable"     // no seccomp user notification or no pidfd_getfd: an allowlist is refused
 )
 
 // How the toolchain caches are held (ProbeReport.Caches).
 const (
-	CachesOverlay   = "overlay"   // written through an overlay whose upper layer is the sandbox's
-	CachesVariables = "variables" // no mount view: the tools' variables (GOCACHE, ...) point at the sandbox's store
-	CachesReadOnly  = "read-only" // read-only, as outside every writable root
+	cachesOverlay   = "overlay"   // written through an overlay whose upper layer is the sandbox's
+	cachesVariables = "variables" // no mount view: the tools' variables (GOCACHE, ...) point at the sandbox's store
+	cachesReadOnly  = "read-only" // read-only, as outside every writable root
 )
 
 // What a confined command's loopback is (ProbeReport.Loopback).
 const (
-	LoopbackNetNS      = "net-namespace" // its net namespace's
-	LoopbackOwnAddress = "own-address"   // an address of its own on the host's, 127.64.0.0/10
-	LoopbackRefused    = "refused"       // inet sockets are refused
+	loopbackNetNS      = "net-namespace" // its net namespace's
+	loopbackOwnAddress = "own-address"   // an address of its own on the host's, 127.64.0.0/10
+	loopbackRefused    = "refused"       // inet sockets are refused
 )
 
 // ProbeOptions are the inputs of ProbeWith.
@@ -145,44 +137,44 @@ func (r ProbeReport) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	switch r.Limits {
-	case LimitsCgroupV1, LimitsCgroupV2:
+	case limitsCgroupV1, limitsCgroupV2:
 		fmt.Fprintf(w, "limits: %s (pids, memory+swap, cpu)\n", r.Limits)
-	case LimitsRlimit:
+	case limitsRlimit:
 		fmt.Fprintf(w, "limits: %s (pids only: RLIMIT_NPROC in the user namespace)\n", r.Limits)
 	case "":
 	default:
 		fmt.Fprintf(w, "limits: %s\n", r.Limits)
 	}
 	switch r.Allowlist {
-	case AllowlistNetNS:
+	case allowlistNetNS:
 		fmt.Fprintln(w, "allowlist: net-namespace (the egress proxy is the command's only route)")
-	case AllowlistSupervisor:
+	case allowlistSupervisor:
 		fmt.Fprintln(w, "allowlist: supervisor (inet connects reach only the egress proxy; Landlock tcp rules)")
-	case AllowlistSupervisorOnly:
+	case allowlistSupervisorOnly:
 		fmt.Fprintln(w, "allowlist: supervisor-only (inet connects reach only the egress proxy; missing: egress-landlock)")
-	case AllowlistUnavailable:
+	case allowlistUnavailable:
 		fmt.Fprintln(w, "allowlist: unavailable (needs seccomp user notification and pidfd_getfd)")
 	}
 	switch r.Caches {
-	case CachesOverlay:
+	case cachesOverlay:
 		fmt.Fprintln(w, "caches: overlay (workspace-write writes the toolchain caches through an overlay; yours stay as they are)")
-	case CachesVariables:
+	case cachesVariables:
 		fmt.Fprintln(w, "caches: variables (no mount view: GOCACHE, npm_config_cache, ... point at the sandbox's store; yours stay as they are)")
-	case CachesReadOnly:
+	case cachesReadOnly:
 		fmt.Fprintln(w, "caches: read-only (no mount view, no Landlock)")
 	}
 	switch r.Loopback {
-	case LoopbackNetNS:
+	case loopbackNetNS:
 		fmt.Fprintln(w, "loopback: net-namespace (the command's own)")
-	case LoopbackOwnAddress:
+	case loopbackOwnAddress:
 		fmt.Fprintln(w, "loopback: own-address (an address of the command's own on the host's loopback, shown as 127.0.0.1)")
-	case LoopbackRefused:
+	case loopbackRefused:
 		fmt.Fprintln(w, "loopback: refused (needs seccomp user notification, and a net namespace or pidfd_getfd)")
 	}
 	for _, m := range modes.All() {
 		mp := r.Modes[m.String()]
 		switch {
-		case mp.Enforcement == LevelNone:
+		case mp.Enforcement == levelNone:
 			fmt.Fprintf(w, "%s: unconfined\n", m)
 		case mp.Error != "":
 			fmt.Fprintf(w, "%s: unavailable (%s)\n", m, mp.Error)

@@ -24,8 +24,8 @@ func TestProbeReadsNoWorkspaceTree(t *testing.T) {
 	_, err = unix.InotifyAddWatch(in, sub, unix.IN_OPEN)
 	require.NoError(t, err)
 
-	r := Probe("", ws)
-	require.NotEqual(t, LevelUnavailable, r.Modes["workspace-write"].Enforcement, "%+v", r.Modes["workspace-write"])
+	r := ProbeWith(ProbeOptions{Workspace: ws})
+	require.NotEqual(t, levelUnavailable, r.Modes["workspace-write"].Enforcement, "%+v", r.Modes["workspace-write"])
 
 	buf := make([]byte, 4096)
 	n, err := unix.Read(in, buf)

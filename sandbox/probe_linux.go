@@ -14,7 +14,7 @@ import (
 
 // ProbeWith is Probe with options.
 func ProbeWith(o ProbeOptions) ProbeReport {
-	r := ProbeReport{Version: ProbeVersion, Modes: map[string]ModeProbe{}, Confined: true}
+	r := ProbeReport{Version: probeVersion, Modes: map[string]ModeProbe{}, Confined: true}
 	ws := o.Workspace
 	// A broad workspace (the cwd is often / or the home directory) says
 	// nothing about the host; without a mount view, though, the secrets in
@@ -54,7 +54,7 @@ func ProbeWith(o ProbeOptions) ProbeReport {
 			res, err = c.Run()
 		}
 		if err != nil {
-			mp.Enforcement, mp.Error = LevelUnavailable, err.Error()
+			mp.Enforcement, mp.Error = levelUnavailable, err.Error()
 			if m.Confines() {
 				r.Confined = false
 			}
@@ -70,31 +70,31 @@ func ProbeWith(o ProbeOptions) ProbeReport {
 	}
 	switch {
 	case r.Namespaces.Mount && r.Confined:
-		r.Caches = CachesOverlay
+		r.Caches = cachesOverlay
 	case r.Landlock.ABI > 0 && r.Confined:
-		r.Caches = CachesVariables
+		r.Caches = cachesVariables
 	default:
-		r.Caches = CachesReadOnly
+		r.Caches = cachesReadOnly
 	}
 	switch {
 	case !r.Seccomp.Notify || !r.Confined:
-		r.Loopback = LoopbackRefused
+		r.Loopback = loopbackRefused
 	case r.Namespaces.Net:
-		r.Loopback = LoopbackNetNS
+		r.Loopback = loopbackNetNS
 	case r.Seccomp.PidfdGetfd:
-		r.Loopback = LoopbackOwnAddress
+		r.Loopback = loopbackOwnAddress
 	default:
-		r.Loopback = LoopbackRefused
+		r.Loopback = loopbackRefused
 	}
 	switch {
 	case !r.Seccomp.Notify || !r.Seccomp.PidfdGetfd || !r.Confined:
-		r.Allowlist = AllowlistUnavailable
+		r.Allowlist = allowlistUnavailable
 	case r.Namespaces.Net:
-		r.Allowlist = AllowlistNetNS
+		r.Allowlist = allowlistNetNS
 	case r.Landlock.ABI >= 4:
-		r.Allowlist = AllowlistSupervisor
+		r.Allowlist = allowlistSupervisor
 	default:
-		r.Allowlist = AllowlistSupervisorOnly
+		r.Allowlist = allowlistSupervisorOnly
 	}
 	return r
 }
@@ -104,8 +104,8 @@ func namespaceProbe(e Enforcement) NamespaceProbe {
 	for _, l := range e.Layers {
 		has[l] = true
 	}
-	np := NamespaceProbe{Namespaces: Namespaces{User: has[LayerUserNS], Mount: has[LayerMountView], PID: has[LayerPIDNS],
-		Net: has[LayerNetNS], IPC: has[LayerIPCNS], UTS: has[LayerUTSNS]}}
+	np := NamespaceProbe{Namespaces: Namespaces{User: has[layerUserNS], Mount: has[layerMountView], PID: has[layerPIDNS],
+		Net: has[layerNetNS], IPC: has[layerIPCNS], UTS: has[layerUTSNS]}}
 	if !np.User || !np.Mount {
 		np.Error = strings.Join(e.Reasons, "; ")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/cachestore"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 )
 
@@ -50,3 +51,12 @@ func Attach() (reap func(), err error) {
 	}
 	return runner.KillDescendants, nil
 }
+
+// CacheUsage returns the disk space that what confined commands added to
+// the toolchain caches takes in store (modes.Policy.CacheDir), in bytes.
+func CacheUsage(store string) (int64, error) { return cachestore.Usage(store) }
+
+// CleanCaches empties store: the upper layer of every toolchain cache that
+// no running command holds; busy counts those left. The user's own caches
+// are not touched (they never held what commands added).
+func CleanCaches(store string) (busy int, err error) { return cachestore.Clean(store) }

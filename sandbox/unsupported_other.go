@@ -57,10 +57,10 @@ func (c *Cmd) Enforcement() Enforcement { return Enforcement{} }
 // false, every mode is unavailable with ErrUnsupported's message.
 func ProbeWith(ProbeOptions) ProbeReport {
 	msg := ErrUnsupported.Error()
-	r := ProbeReport{Version: ProbeVersion, Modes: map[string]ModeProbe{}, Limits: LimitsNone, Allowlist: AllowlistUnavailable,
+	r := ProbeReport{Version: probeVersion, Modes: map[string]ModeProbe{}, Limits: limitsNone, Allowlist: allowlistUnavailable,
 		Landlock: LandlockProbe{Features: []string{}, Error: msg}, Namespaces: NamespaceProbe{Error: msg}}
 	for _, m := range modes.All() {
-		r.Modes[m.String()] = ModeProbe{Enforcement: LevelUnavailable, Layers: []string{}, Missing: []string{}, Error: msg}
+		r.Modes[m.String()] = ModeProbe{Enforcement: levelUnavailable, Layers: []string{}, Missing: []string{}, Error: msg}
 	}
 	return r
 }

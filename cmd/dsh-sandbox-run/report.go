@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/signame"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -61,7 +62,7 @@ func newReport(p modes.Policy, res *sandbox.Result, err error) Report {
 	r.Sandbox = &f
 	r.ExitCode = res.ExitCode
 	if res.Signal != 0 {
-		r.Signal = sandbox.SignalName(res.Signal)
+		r.Signal = signame.Name(res.Signal)
 	}
 	return r
 }

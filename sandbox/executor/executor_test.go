@@ -235,7 +235,7 @@ func TestRunClassification(t *testing.T) {
 	require.NoError(t, err, "exit 125 of the command itself is a result")
 	assert.Equal(t, 125, res.ExitCode)
 	assert.False(t, res.Sandbox.RunnerFailed)
-	assert.Equal(t, sandbox.LevelNone, res.Sandbox.Enforcement.Level)
+	assert.Equal(t, "none", res.Sandbox.Enforcement.Level)
 	assert.FileExists(t, marker)
 
 	// An aborted context spawns nothing.

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/signame"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
@@ -314,7 +315,7 @@ func (j *job) supervise(timer *time.Timer) {
 		out.Sandbox = res.Facts
 		out.ExitCode = res.ExitCode
 		if res.Signal != 0 {
-			out.Signal = sandbox.SignalName(res.Signal)
+			out.Signal = signame.Name(res.Signal)
 		}
 	}
 	if out.Sandbox.Enforcement.Level == "" {
