@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
@@ -70,63 +67,116 @@ func TestCachesOverlay(t *testing.T) {
 			t.Errorf("probe caches = %q, want %q", p.Caches, want)
 		}
 		r := run(cacheScript)
-		require.Equal(t, 0, r.Exit, r.String())
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
 		rep := requireReport(t, r)
-		assert.Contains(t, r.Stdout, "through link failed")
-		assert.Contains(t, r.Stdout, "mv failed")
-		assert.Contains(t, r.Stdout, "bin failed")
-		assert.Equal(t, before, userFiles(t, id.home), "the user's caches, programs and dotfiles")
+		for _, s := range []string{"through link failed", "mv failed", "bin failed"} {
+			if !strings.Contains(r.Stdout, s) {
+				t.Errorf("stdout lacks %q: %q", s, r.Stdout)
+			}
+		}
+		if after := userFiles(t, id.home); after != before {
+			t.Errorf("the user's caches, programs and dotfiles changed:\n%s\nwant\n%s", after, before)
+		}
 
 		if !h.onHost().mountView() {
 			// No mount view: the user's cache is read-only, as outside
 			// every writable root; Go gets GOCACHE, the sandbox's layer,
 			// kept for the next command, unless it set one itself or ran
 			// with --no-caches.
-			assert.NotContains(t, r.Stdout, "rewrite ok")
-			assert.NotContains(t, r.Stdout, "add ok")
+			for _, s := range []string{"rewrite ok", "add ok"} {
+				if strings.Contains(r.Stdout, s) {
+					t.Errorf("stdout has %q: %q", s, r.Stdout)
+				}
+			}
 			requireDenial(t, r, "workspace-write", "write", filepath.Join(id.home, ".cache/go-build/new-entry"))
-			assert.Contains(t, rep.Enforcement.Caches, filepath.Join(id.home, ".cache/go-build"))
+			if c := filepath.Join(id.home, ".cache/go-build"); !contains(rep.Enforcement.Caches, c) {
+				t.Errorf("enforcement caches %q lack %q", rep.Enforcement.Caches, c)
+			}
 			store := filepath.Join(id.home, ".local/state/dsh-sandbox/caches")
 			r = run(`echo "$GOCACHE"; echo kept > "$GOCACHE/entry"`)
-			require.Equal(t, 0, r.Exit, r.String())
-			assert.True(t, strings.HasPrefix(r.Stdout, store+"/"), "GOCACHE %q lies in the store", r.Stdout)
+			if r.Exit != 0 {
+				t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+			}
+			if !strings.HasPrefix(r.Stdout, store+"/") {
+				t.Errorf("GOCACHE %q does not lie in the store %s", r.Stdout, store)
+			}
 			r = run(`cat "$GOCACHE/entry"`)
-			assert.Equal(t, "kept\n", r.Stdout, r.String())
+			if r.Stdout != "kept\n" {
+				t.Errorf("stdout = %q, want %q (%v)", r.Stdout, "kept\n", r)
+			}
 			r = run(`echo "[$GOCACHE]"`, "--no-caches")
-			assert.Equal(t, "[]\n", r.Stdout, r.String())
-			assert.Empty(t, requireReport(t, r).Enforcement.Caches)
+			if r.Stdout != "[]\n" {
+				t.Errorf("with --no-caches stdout = %q, want %q (%v)", r.Stdout, "[]\n", r)
+			}
+			if c := requireReport(t, r).Enforcement.Caches; len(c) != 0 {
+				t.Errorf("with --no-caches enforcement caches = %q, want none", c)
+			}
 			r = id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws), Argv: bash(`echo "$GOCACHE"`), Dir: ws, Env: []string{"GOCACHE=" + ws}})
-			assert.Equal(t, ws+"\n", r.Stdout, "the command's own GOCACHE is kept")
-			assert.Equal(t, before, userFiles(t, id.home))
+			if r.Stdout != ws+"\n" {
+				t.Errorf("stdout = %q, want %q: the command's own GOCACHE is kept (%v)", r.Stdout, ws+"\n", r)
+			}
+			if after := userFiles(t, id.home); after != before {
+				t.Errorf("the user's files changed:\n%s\nwant\n%s", after, before)
+			}
 			return
 		}
-		assert.Contains(t, rep.Enforcement.Caches, filepath.Join(id.home, ".cache/go-build"))
-		assert.Empty(t, filterPrefix(rep.Enforcement.Caches, filepath.Join(id.home, "go/")), "~/go/pkg does not exist: no module cache is made")
-		for _, s := range []string{"rewrite ok", "add ok", "remove ok", "link ok"} {
-			assert.Contains(t, r.Stdout, s)
+		if c := filepath.Join(id.home, ".cache/go-build"); !contains(rep.Enforcement.Caches, c) {
+			t.Errorf("enforcement caches %q lack %q", rep.Enforcement.Caches, c)
 		}
-		assert.Empty(t, rep.Changes, "a cache's changes are the sandbox's, not the command's")
+		if m := filterPrefix(rep.Enforcement.Caches, filepath.Join(id.home, "go/")); len(m) != 0 {
+			t.Errorf("enforcement caches %q: ~/go/pkg does not exist: no module cache is made", m)
+		}
+		for _, s := range []string{"rewrite ok", "add ok", "remove ok", "link ok"} {
+			if !strings.Contains(r.Stdout, s) {
+				t.Errorf("stdout lacks %q: %q", s, r.Stdout)
+			}
+		}
+		if len(rep.Changes) != 0 {
+			t.Errorf("changes = %+v, want none: a cache's changes are the sandbox's, not the command's", rep.Changes)
+		}
 
 		// The next command sees what the first one left.
 		r = run(`c=~/.cache/go-build; cat $c/user-entry $c/new-entry; ls $c`)
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "planted\nnew\nlink\nnew-entry\nuser-entry\n", r.Stdout)
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if want := "planted\nnew\nlink\nnew-entry\nuser-entry\n"; r.Stdout != want {
+			t.Errorf("stdout = %q, want %q", r.Stdout, want)
+		}
 
 		// --no-caches: read-only.
 		r = run(`echo x > ~/.cache/go-build/x`, "--no-caches")
-		assert.NotEqual(t, 0, r.Exit, r.String())
-		assert.Contains(t, r.Stderr, "Read-only file system")
-		assert.Empty(t, requireReport(t, r).Enforcement.Caches)
+		if r.Exit == 0 {
+			t.Errorf("exit = 0, want a failure (%v)", r)
+		}
+		if !strings.Contains(r.Stderr, "Read-only file system") {
+			t.Errorf("stderr lacks %q: %q", "Read-only file system", r.Stderr)
+		}
+		if c := requireReport(t, r).Enforcement.Caches; len(c) != 0 {
+			t.Errorf("with --no-caches enforcement caches = %q, want none", c)
+		}
 		requireDenial(t, r, "workspace-write", "write", filepath.Join(id.home, ".cache/go-build/x"))
 
 		// caches clean: the user's cache again.
 		c := id.run(t, runOpts{Argv: nil, Flags: []string{"caches", "clean"}, NoReport: true})
-		require.Equal(t, 0, c.Exit, c.String())
-		assert.Equal(t, "cleaned "+filepath.Join(id.home, ".local/state/dsh-sandbox/caches")+"\n", c.Stdout)
+		if c.Exit != 0 {
+			t.Fatalf("caches clean: exit = %d, want 0 (%v)", c.Exit, c)
+		}
+		if want := "cleaned " + filepath.Join(id.home, ".local/state/dsh-sandbox/caches") + "\n"; c.Stdout != want {
+			t.Errorf("caches clean: stdout = %q, want %q", c.Stdout, want)
+		}
 		r = run(`c=~/.cache/go-build; cat $c/user-entry; ls $c`)
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "mine\nother\nuser-entry\n", r.Stdout)
-		assert.Equal(t, before, userFiles(t, id.home))
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if want := "mine\nother\nuser-entry\n"; r.Stdout != want {
+			t.Errorf("stdout = %q, want %q", r.Stdout, want)
+		}
+		if after := userFiles(t, id.home); after != before {
+			t.Errorf("the user's files changed:\n%s\nwant\n%s", after, before)
+		}
 	})
 }
 
@@ -157,11 +207,15 @@ func TestCacheStoreRefused(t *testing.T) {
 		} {
 			r := id.run(t, runOpts{Flags: append(sandboxFlags("workspace-write", ws), "--cache-dir", c.store), Argv: bash("touch ran"), Dir: ws})
 			requireSetupRefused(t, r)
-			assert.Contains(t, r.Stderr, "cannot use the cache directory")
-			assert.Contains(t, r.Stderr, c.want)
+			for _, s := range []string{"cannot use the cache directory", c.want} {
+				if !strings.Contains(r.Stderr, s) {
+					t.Errorf("stderr lacks %q: %q", s, r.Stderr)
+				}
+			}
 			requireAbsent(t, filepath.Join(ws, "ran"))
-			_, err := os.Stat(filepath.Join(ws, "store"))
-			assert.True(t, os.IsNotExist(err), "the store was not made")
+			if _, err := os.Stat(filepath.Join(ws, "store")); !os.IsNotExist(err) {
+				t.Errorf("stat of the store: %v, want it not made", err)
+			}
 		}
 	})
 }
@@ -177,7 +231,9 @@ func TestCacheHeldByAnotherCommand(t *testing.T) {
 		cache := filepath.Join(id.home, ".cache/go-build")
 		view := !simulatedHostLacks("mount-view")
 		pr, pw, err := os.Pipe()
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer pw.Close()
 		s := id.start(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash("echo held; cat >/dev/null"), Dir: ws, Stdin: pr})
 		pr.Close()
@@ -186,14 +242,24 @@ func TestCacheHeldByAnotherCommand(t *testing.T) {
 			t.Fatalf("the first command did not start: %v", err)
 		}
 		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash("echo x > ~/.cache/go-build/second"), Dir: ws})
-		assert.NotEqual(t, 0, r.Exit, r.String())
-		assert.Contains(t, r.Stderr, "Read-only file system")
-		assert.NotContains(t, requireReport(t, r).Enforcement.Caches, cache)
+		if r.Exit == 0 {
+			t.Errorf("exit = 0, want a failure (%v)", r)
+		}
+		if !strings.Contains(r.Stderr, "Read-only file system") {
+			t.Errorf("stderr lacks %q: %q", "Read-only file system", r.Stderr)
+		}
+		if c := requireReport(t, r).Enforcement.Caches; contains(c, cache) {
+			t.Errorf("enforcement caches %q hold %q, held by the first command", c, cache)
+		}
 
 		pw.Close()
 		first := s.wait(t, testtime.Scale(time.Minute))
-		require.Equal(t, 0, first.Exit, first.String())
-		assert.Contains(t, requireReport(t, first).Enforcement.Caches, cache)
+		if first.Exit != 0 {
+			t.Fatalf("first command: exit = %d, want 0 (%v)", first.Exit, first)
+		}
+		if c := requireReport(t, first).Enforcement.Caches; !contains(c, cache) {
+			t.Errorf("first command: enforcement caches %q lack %q", c, cache)
+		}
 		third := "echo x > ~/.cache/go-build/third && echo written"
 		if !view {
 			// No mount view: the sandbox's layer, through GOCACHE
@@ -201,8 +267,14 @@ func TestCacheHeldByAnotherCommand(t *testing.T) {
 			third = `echo x > "$GOCACHE/third" && echo written`
 		}
 		r = id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash(third), Dir: ws})
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "written\n", r.Stdout)
-		assert.Contains(t, requireReport(t, r).Enforcement.Caches, cache)
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if r.Stdout != "written\n" {
+			t.Errorf("stdout = %q, want %q", r.Stdout, "written\n")
+		}
+		if c := requireReport(t, r).Enforcement.Caches; !contains(c, cache) {
+			t.Errorf("enforcement caches %q lack %q", c, cache)
+		}
 	})
 }

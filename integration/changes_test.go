@@ -4,15 +4,12 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
@@ -44,12 +41,18 @@ func TestChangeFacts(t *testing.T) {
 			"ln -s new link",
 			"echo x > $OUT/denied || true", // denied: not a change
 		}, "\n"))
-		require.Equal(t, 0, r.Exit, r.String())
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
 		rep := requireReport(t, r)
-		require.NotNil(t, rep.ChangesDropped)
-		assert.Zero(t, *rep.ChangesDropped)
+		if rep.ChangesDropped == nil {
+			t.Fatalf("the report has no changesDropped: %s", trunc(r.ReportRaw))
+		}
+		if *rep.ChangesDropped != 0 {
+			t.Errorf("changesDropped = %d, want 0", *rep.ChangesDropped)
+		}
 		p := func(n string) string { return filepath.Join(ws, n) }
-		require.Equal(t, []Change{
+		want := []Change{
 			{Op: "created", Path: p("new"), Type: "file", Size: 3, Mode: "0644"},
 			{Op: "modified", Path: p("keep"), Type: "file", Size: 9, Mode: "0644"},
 			{Op: "removed", Path: p("gone")},
@@ -60,7 +63,10 @@ func TestChangeFacts(t *testing.T) {
 			{Op: "mode", Path: p("run.sh"), Type: "file", Size: 10, Mode: "0755"},
 			{Op: "modified", Path: p("edit"), Type: "file", Size: 2, Mode: "0644"},
 			{Op: "created", Path: p("link"), Type: "symlink", Mode: "0777"},
-		}, rep.Changes)
+		}
+		if !reflect.DeepEqual(rep.Changes, want) {
+			t.Fatalf("changes = %+v\nwant %+v", rep.Changes, want)
+		}
 		requireAbsent(t, filepath.Join(e.out, "denied"))
 		requireDenial(t, r, "workspace-write", "write", filepath.Join(e.out, "denied"))
 	})
@@ -76,8 +82,12 @@ func TestChangeFactsOnlyWhereConfined(t *testing.T) {
 				e := newFSEnv(t, id, mode)
 				r := e.run(t, "echo hi > new; rm -f inside; true")
 				rep := requireReport(t, r)
-				assert.NotNil(t, rep.Changes, "changes must be a list: %s", r.ReportRaw)
-				assert.Empty(t, rep.Changes)
+				if rep.Changes == nil {
+					t.Errorf("changes must be a list: %s", r.ReportRaw)
+				}
+				if len(rep.Changes) != 0 {
+					t.Errorf("changes = %+v, want none", rep.Changes)
+				}
 				if mode == "read-only" {
 					requireAbsent(t, filepath.Join(e.ws, "new"))
 					requireContent(t, filepath.Join(e.ws, "inside"), existingContent)
@@ -93,20 +103,36 @@ func TestChangeFactsCapped(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newFSEnv(t, id, "workspace-write")
 		r := e.run(t, "mkdir many && cd many && for i in $(seq 1203); do : > f$i; done")
-		require.Equal(t, 0, r.Exit, r.String())
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
 		rep := requireReport(t, r)
-		require.Len(t, rep.Changes, 1000)
-		require.NotNil(t, rep.ChangesDropped)
-		assert.Equal(t, 204, *rep.ChangesDropped) // many/ and 1203 files, 1000 listed
-		assert.Equal(t, Change{Op: "created", Path: filepath.Join(e.ws, "many"), Type: "dir", Mode: "0755"}, rep.Changes[0])
-		assert.Equal(t, filepath.Join(e.ws, "many", "f1"), rep.Changes[1].Path)
+		if len(rep.Changes) != 1000 {
+			t.Fatalf("%d changes listed, want 1000", len(rep.Changes))
+		}
+		if rep.ChangesDropped == nil {
+			t.Fatalf("the report has no changesDropped: %s", trunc(r.ReportRaw))
+		}
+		if *rep.ChangesDropped != 204 { // many/ and 1203 files, 1000 listed
+			t.Errorf("changesDropped = %d, want 204", *rep.ChangesDropped)
+		}
+		if want := (Change{Op: "created", Path: filepath.Join(e.ws, "many"), Type: "dir", Mode: "0755"}); rep.Changes[0] != want {
+			t.Errorf("first change = %+v, want %+v", rep.Changes[0], want)
+		}
+		if want := filepath.Join(e.ws, "many", "f1"); rep.Changes[1].Path != want {
+			t.Errorf("second change's path = %q, want %q", rep.Changes[1].Path, want)
+		}
 		n := 0
 		entries, err := os.ReadDir(filepath.Join(e.ws, "many"))
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for range entries {
 			n++
 		}
-		require.Equal(t, 1203, n, fmt.Sprintf("files made: %d", n))
+		if n != 1203 {
+			t.Fatalf("files made: %d, want 1203", n)
+		}
 	})
 }
 
@@ -117,18 +143,30 @@ func TestExecutorChangeFacts(t *testing.T) {
 	e := newTestExecutor(t, executor.Config{Mode: modes.WorkspaceWrite})
 	ws := e.Workspace()
 	res, err := e.Run(context.Background(), executor.Request{Command: "echo a > fg.txt; head -c 200000 /dev/zero | tr '\\0' x"})
-	require.NoError(t, err)
-	require.Equal(t, []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "fg.txt"), Type: "file", Size: 2, Mode: "0644"}}, res.Sandbox.Changes)
-	require.NotEmpty(t, res.Stdout.SpillPath, "the output spilled to a file")
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if want := []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "fg.txt"), Type: "file", Size: 2, Mode: "0644"}}; !reflect.DeepEqual(res.Sandbox.Changes, want) {
+		t.Fatalf("foreground changes = %+v\nwant %+v", res.Sandbox.Changes, want)
+	}
+	if res.Stdout.SpillPath == "" {
+		t.Fatal("the output did not spill to a file: no spill path")
+	}
 
 	p, err := e.Start(context.Background(), executor.Request{Command: "mkdir bg && echo b > bg/f"})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(30*time.Second))
 	defer cancel()
 	bg, err := p.Wait(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []sandbox.Change{
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if want := []sandbox.Change{
 		{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "bg"), Type: "dir", Mode: "0755"},
 		{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "bg", "f"), Type: "file", Size: 2, Mode: "0644"},
-	}, bg.Sandbox.Changes)
+	}; !reflect.DeepEqual(bg.Sandbox.Changes, want) {
+		t.Fatalf("background changes = %+v\nwant %+v", bg.Sandbox.Changes, want)
+	}
 }

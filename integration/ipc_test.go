@@ -8,8 +8,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,18 +24,28 @@ func newHostIPC(t *testing.T) hostIPC {
 	h := hostIPC{key: 0x5d500000 | int(unix.Getpid()&0xffff)}
 	var err error
 	h.shmid, err = unix.SysvShmGet(h.key, 4096, unix.IPC_CREAT|unix.IPC_EXCL|0o666)
-	require.NoError(t, err, "shmget")
+	if err != nil {
+		t.Fatalf("shmget: %v", err)
+	}
 	t.Cleanup(func() { unix.SysvShmCtl(h.shmid, unix.IPC_RMID, nil) })
 	mem, err := unix.SysvShmAttach(h.shmid, 0, 0)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("shmat: %v", err)
+	}
 	copy(mem, "host")
-	require.NoError(t, unix.SysvShmDetach(mem))
+	if err := unix.SysvShmDetach(mem); err != nil {
+		t.Fatalf("shmdt: %v", err)
+	}
 	id, _, e := unix.Syscall(unix.SYS_SEMGET, uintptr(h.key+1), 1, unix.IPC_CREAT|unix.IPC_EXCL|0o666)
-	require.Zero(t, e, "semget")
+	if e != 0 {
+		t.Fatalf("semget: %v", e)
+	}
 	h.semid = int(id)
 	t.Cleanup(func() { unix.Syscall6(unix.SYS_SEMCTL, uintptr(h.semid), 0, unix.IPC_RMID, 0, 0, 0) })
 	id, _, e = unix.Syscall(unix.SYS_MSGGET, uintptr(h.key+2), unix.IPC_CREAT|unix.IPC_EXCL|0o666, 0)
-	require.Zero(t, e, "msgget")
+	if e != 0 {
+		t.Fatalf("msgget: %v", e)
+	}
 	h.msqid = int(id)
 	t.Cleanup(func() { unix.Syscall(unix.SYS_MSGCTL, uintptr(h.msqid), unix.IPC_RMID, 0) })
 	return h
@@ -48,16 +56,26 @@ func newHostIPC(t *testing.T) hostIPC {
 func (h hostIPC) intact(t *testing.T) {
 	t.Helper()
 	mem, err := unix.SysvShmAttach(h.shmid, 0, unix.SHM_RDONLY)
-	if assert.NoError(t, err, "the host's segment is gone") {
-		assert.Equal(t, "host\x00", string(mem[:5]), "the host's segment was written")
+	if err != nil {
+		t.Errorf("the host's segment is gone: %v", err)
+	} else {
+		if got := string(mem[:5]); got != "host\x00" {
+			t.Errorf("the host's segment was written: it holds %q, want %q", got, "host\x00")
+		}
 		unix.SysvShmDetach(mem)
 	}
 	v, _, e := unix.Syscall6(unix.SYS_SEMCTL, uintptr(h.semid), 0, 12 /* GETVAL */, 0, 0, 0)
-	assert.Zero(t, e, "the host's semaphore set is gone")
-	assert.Zero(t, v, "the host's semaphore was changed")
+	if e != 0 {
+		t.Errorf("the host's semaphore set is gone: %v", e)
+	}
+	if v != 0 {
+		t.Errorf("the host's semaphore was changed: %d, want 0", v)
+	}
 	var ds [128]byte // struct msqid_ds
 	_, _, e = unix.Syscall(unix.SYS_MSGCTL, uintptr(h.msqid), unix.IPC_STAT, uintptr(unsafe.Pointer(&ds[0])))
-	assert.Zero(t, e, "the host's queue is gone")
+	if e != 0 {
+		t.Errorf("the host's queue is gone: %v", e)
+	}
 }
 
 // ipcScript tries the host's objects by key and by id, its own private
@@ -127,15 +145,21 @@ func TestIPCIsolated(t *testing.T) {
 			calls = calls[:len(calls)-1]
 		}
 		for _, k := range calls {
-			assert.NotEqual(t, "ok", lines[k], "%s reached the host's object: %s", k, r.String())
+			if lines[k] == "ok" {
+				t.Errorf("%s reached the host's object: %s", k, r.String())
+			}
 		}
-		assert.Equal(t, "ok", lines["own-shmget"], r.String())
-		assert.Equal(t, "mine", lines["own-shm"], r.String())
-		assert.Equal(t, "ok", lines["own-shmctl-rmid"], r.String())
+		for _, c := range []struct{ k, want string }{{"own-shmget", "ok"}, {"own-shm", "mine"}, {"own-shmctl-rmid", "ok"}} {
+			if lines[c.k] != c.want {
+				t.Errorf("%s: %q, want %q (%v)", c.k, lines[c.k], c.want, r)
+			}
+		}
 		// Its own semaphore set and queue work, GETALL and GETNCNT
 		// included (semctl numbers them as shmctl does its listings).
 		for _, k := range []string{"own-semget", "own-semctl-getall", "own-semctl-getncnt", "own-msgget", "own-semctl-rmid", "own-msgctl-rmid"} {
-			assert.Equal(t, "ok", lines[k], "%s: %s", k, r.String())
+			if lines[k] != "ok" {
+				t.Errorf("%s: %q, want ok (%v)", k, lines[k], r)
+			}
 		}
 		h.intact(t)
 		rep := requireReport(t, r)
@@ -143,7 +167,9 @@ func TestIPCIsolated(t *testing.T) {
 			// SEM_INFO and MSG_INFO sum up the host's objects whatever
 			// the id: refused, though the id is the sandbox's.
 			for _, k := range []string{"sem-info", "msg-info"} {
-				assert.NotEqual(t, "ok", lines[k], "%s read the host's totals: %s", k, r.String())
+				if lines[k] == "ok" {
+					t.Errorf("%s read the host's totals: %s", k, r.String())
+				}
 			}
 			n := 0
 			for _, dn := range rep.Denials {
@@ -151,8 +177,12 @@ func TestIPCIsolated(t *testing.T) {
 					n++
 				}
 			}
-			assert.GreaterOrEqual(t, n, 5, "facts for the host's objects: %+v", rep.Denials)
-			assert.NotContains(t, rep.Enforcement.Missing, "ipc-isolation")
+			if n < 5 {
+				t.Errorf("%d ipc facts, want at least 5, for the host's objects: %+v", n, rep.Denials)
+			}
+			if contains(rep.Enforcement.Missing, "ipc-isolation") {
+				t.Errorf("enforcement missing %q lists ipc-isolation", rep.Enforcement.Missing)
+			}
 		}
 	})
 }

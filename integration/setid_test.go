@@ -8,9 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // setIDScript tries every way a command has to leave a set-user-ID or
@@ -47,18 +44,30 @@ func TestSetIDNeverApplied(t *testing.T) {
 		out := id.outside(t)
 		archive := filepath.Join(out, "suid.tar")
 		src := filepath.Join(out, "src")
-		require.NoError(t, os.Mkdir(src, 0o755))
-		require.NoError(t, exec.Command("cp", "/bin/true", filepath.Join(src, "fromtar")).Run())
-		require.NoError(t, os.Chmod(filepath.Join(src, "fromtar"), 0o4755|os.ModeSetuid))
-		require.NoError(t, exec.Command("tar", "cf", archive, "-C", src, "fromtar").Run())
-		require.NoError(t, exec.Command("chown", "-R", id.username, out).Run())
+		if err := os.Mkdir(src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := exec.Command("cp", "/bin/true", filepath.Join(src, "fromtar")).Run(); err != nil {
+			t.Fatalf("cp: %v", err)
+		}
+		if err := os.Chmod(filepath.Join(src, "fromtar"), 0o4755|os.ModeSetuid); err != nil {
+			t.Fatal(err)
+		}
+		if err := exec.Command("tar", "cf", archive, "-C", src, "fromtar").Run(); err != nil {
+			t.Fatalf("tar: %v", err)
+		}
+		if err := exec.Command("chown", "-R", id.username, out).Run(); err != nil {
+			t.Fatalf("chown: %v", err)
+		}
 
 		r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Argv: bash(setIDScript),
 			Env: []string{"ARCHIVE=" + archive}, Dir: ws})
 		requireExit(t, r, 0)
 		for _, want := range []string{"chmod 0", "symbolic 0", "install 0", "fchmod 0", "create 1", "mknod 1",
 			"openat2 Function not implemented", "tar 0", "dir 0"} {
-			assert.Contains(t, r.Stdout, want+"\n", r.String())
+			if !strings.Contains(r.Stdout, want+"\n") {
+				t.Errorf("stdout lacks %q: %v", want+"\n", r)
+			}
 		}
 		// The world afterwards: no set-ID file anywhere in the
 		// workspace; the files that went through are there, plain.
@@ -78,19 +87,27 @@ func TestSetIDNeverApplied(t *testing.T) {
 			}
 			return nil
 		})
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatalf("walking the workspace: %v", err)
+		}
 		for _, f := range []string{"chmod", "symbolic", "install", "fchmod", "fromtar"} {
 			fi, err := os.Stat(filepath.Join(ws, f))
-			if assert.NoError(t, err, f) {
-				assert.Equal(t, os.FileMode(0o755), fi.Mode().Perm()|fi.Mode()&(os.ModeSetuid|os.ModeSetgid), f)
+			if err != nil {
+				t.Errorf("%s: %v", f, err)
+			} else if m := fi.Mode().Perm() | fi.Mode()&(os.ModeSetuid|os.ModeSetgid); m != 0o755 {
+				t.Errorf("%s: mode %v, want %v", f, m, os.FileMode(0o755))
 			}
 		}
 		requireAbsent(t, filepath.Join(ws, "create"))
 		requireAbsent(t, filepath.Join(ws, "mknod"))
 		requireAbsent(t, filepath.Join(ws, "openat2"))
 		fi, err := os.Stat(filepath.Join(ws, "dir"))
-		require.NoError(t, err)
-		assert.NotZero(t, fi.Mode()&os.ModeSetgid, "a directory keeps its set-group-ID bit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode()&os.ModeSetgid == 0 {
+			t.Errorf("dir: mode %v: a directory keeps its set-group-ID bit", fi.Mode())
+		}
 		rep := requireReport(t, r)
 		n := 0
 		for _, dn := range rep.Denials {
@@ -98,6 +115,8 @@ func TestSetIDNeverApplied(t *testing.T) {
 				n++
 			}
 		}
-		assert.GreaterOrEqual(t, n, 6, "a fact for each set-ID change or creation: %+v", rep.Denials)
+		if n < 6 {
+			t.Errorf("%d set-ID facts, want at least 6, a fact for each set-ID change or creation: %+v", n, rep.Denials)
+		}
 	})
 }

@@ -8,9 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // Transactions against a command that attacks them: nothing a
@@ -78,11 +75,19 @@ func TestTransactionRunnerFDsUnreachable(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
 		r := e.run(t, "python3 -c '"+reachScript+"'")
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "reached: \n", r.Stdout, "the command reached the runner's processes")
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if r.Stdout != "reached: \n" {
+			t.Errorf("the command reached the runner's processes: stdout %q, want %q", r.Stdout, "reached: \n")
+		}
 		c := e.cli(t, "commit", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
-		assert.Equal(t, "ok\n", readFile(t, filepath.Join(e.ws, "legit")))
+		if c.Exit != 0 {
+			t.Fatalf("commit: exit = %d, want 0 (%v)", c.Exit, c)
+		}
+		if got := readFile(t, filepath.Join(e.ws, "legit")); got != "ok\n" {
+			t.Errorf("legit = %q, want %q", got, "ok\n")
+		}
 	})
 }
 
@@ -94,8 +99,12 @@ func TestRunnerProcessesUnreachable(t *testing.T) {
 		wrap := h.wrap()
 		ws := id.workspace(t)
 		r := id.run(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Argv: []string{"python3", "-c", reachScript}, Dir: ws})
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "reached: \n", r.Stdout)
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if r.Stdout != "reached: \n" {
+			t.Errorf("the command reached the runner's processes: stdout %q, want %q", r.Stdout, "reached: \n")
+		}
 	})
 }
 
@@ -117,7 +126,9 @@ func TestTransactionDirInWritableRoot(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				r := e.fsEnv.run(t, "echo x > direct", append(c.flags, "--transaction", c.dir)...)
 				requireSetupRefused(t, r)
-				assert.Contains(t, r.Stderr, "lies in the writable root "+c.root)
+				if want := "lies in the writable root " + c.root; !strings.Contains(r.Stderr, want) {
+					t.Errorf("stderr lacks %q: %q", want, r.Stderr)
+				}
 				requireAbsent(t, c.dir)
 				requireAbsent(t, filepath.Join(e.ws, "direct"))
 			})
@@ -148,7 +159,9 @@ func TestTransactionTampered(t *testing.T) {
 				victim := id.outside(t)
 				id.writeOwned(t, filepath.Join(victim, "keep"), "mine\n", 0o600)
 				r := e.run(t, "echo new > new")
-				require.Equal(t, 0, r.Exit, r.String())
+				if r.Exit != 0 {
+					t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+				}
 				before, victimBefore := treeHash(t, e.ws), treeHash(t, victim)
 
 				// The attacker: any confined command with base writable.
@@ -158,19 +171,31 @@ func TestTransactionTampered(t *testing.T) {
 					Env:   []string{"TX=" + e.tx, "VICTIM=" + victim},
 					Dir:   base,
 				})
-				require.Equal(t, 0, a.Exit, a.String())
+				if a.Exit != 0 {
+					t.Fatalf("the attacker: exit = %d, want 0 (%v)", a.Exit, a)
+				}
 
 				for _, sub := range []string{"commit", "diff", "changes"} {
 					x := e.cli(t, sub, e.tx)
-					assert.Equal(t, 1, x.Exit, "%s: %s", sub, x.String())
-					assert.Contains(t, x.Stderr, "changed outside its commands", sub)
-					assert.Equal(t, 1, strings.Count(x.Stderr, "\n"), "%s: %s", sub, x.Stderr)
+					if x.Exit != 1 {
+						t.Errorf("%s: exit = %d, want 1 (%v)", sub, x.Exit, x)
+					}
+					if !strings.Contains(x.Stderr, "changed outside its commands") {
+						t.Errorf("%s: stderr lacks %q: %q", sub, "changed outside its commands", x.Stderr)
+					}
+					if n := strings.Count(x.Stderr, "\n"); n != 1 {
+						t.Errorf("%s: %d stderr lines, want 1: %q", sub, n, x.Stderr)
+					}
 				}
 				r = e.run(t, "echo more > more")
-				assert.NotEqual(t, 0, r.Exit, r.String())
-				assert.Contains(t, r.Stderr, "changed outside its commands")
-				assert.Equal(t, before, treeHash(t, e.ws), "nothing applied")
-				assert.Equal(t, victimBefore, treeHash(t, victim), "the user's directory is untouched")
+				if r.Exit == 0 {
+					t.Errorf("a command in the tampered transaction: exit = 0, want a failure (%v)", r)
+				}
+				if !strings.Contains(r.Stderr, "changed outside its commands") {
+					t.Errorf("stderr lacks %q: %q", "changed outside its commands", r.Stderr)
+				}
+				requireTreeUnchanged(t, e.ws, before, "nothing applied")
+				requireTreeUnchanged(t, victim, victimBefore, "the user's directory is untouched")
 				requireAbsent(t, "/tmp/pwned")
 			})
 		})
@@ -185,20 +210,35 @@ func TestTransactionReviewEscaped(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
 		r := e.run(t, `printf 'seen\n\033[1A\033[2Kevil\r\n' > hidden; touch "$(printf 'ok.txt\n+++ innocent')"; touch "$(printf 'evil\342\200\256txt.sh')"`)
-		require.Equal(t, 0, r.Exit, r.String())
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
 		d := e.cli(t, "diff", e.tx)
-		require.Equal(t, 0, d.Exit, d.String())
-		assert.NotContains(t, d.Stdout, "\x1b")
-		assert.NotContains(t, d.Stdout, "\r")
-		assert.NotContains(t, d.Stdout, "\u202e")
-		assert.NotContains(t, d.Stdout, "\n+++ innocent")
-		assert.Contains(t, d.Stdout, `+\x1b[1A\x1b[2Kevil\r`)
+		if d.Exit != 0 {
+			t.Fatalf("diff: exit = %d, want 0 (%v)", d.Exit, d)
+		}
+		for _, s := range []string{"\x1b", "\r", "\u202e", "\n+++ innocent"} {
+			if strings.Contains(d.Stdout, s) {
+				t.Errorf("diff has %q unescaped: %q", s, d.Stdout)
+			}
+		}
+		if want := `+\x1b[1A\x1b[2Kevil\r`; !strings.Contains(d.Stdout, want) {
+			t.Errorf("diff lacks %q: %q", want, d.Stdout)
+		}
 		c := e.cli(t, "changes", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
-		assert.NotContains(t, c.Stdout, "\u202e")
+		if c.Exit != 0 {
+			t.Fatalf("changes: exit = %d, want 0 (%v)", c.Exit, c)
+		}
+		if strings.Contains(c.Stdout, "\u202e") {
+			t.Errorf("changes has %q unescaped: %q", "\u202e", c.Stdout)
+		}
 		var listed []Change
-		require.NoError(t, json.Unmarshal([]byte(c.Stdout), &listed), c.Stdout)
-		assert.Len(t, listed, 3, c.Stdout)
+		if err := json.Unmarshal([]byte(c.Stdout), &listed); err != nil {
+			t.Fatalf("changes: %v: %s", err, c.Stdout)
+		}
+		if len(listed) != 3 {
+			t.Errorf("changes lists %d, want 3: %s", len(listed), c.Stdout)
+		}
 	})
 }
 
@@ -211,19 +251,35 @@ func TestTransactionCommitStripsSetID(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
 		id.writeOwned(t, filepath.Join(e.ws, "tool"), "#!/bin/sh\n", 0o755)
-		require.NoError(t, os.Chmod(filepath.Join(e.ws, "tool"), 0o755|os.ModeSetuid))
+		if err := os.Chmod(filepath.Join(e.ws, "tool"), 0o755|os.ModeSetuid); err != nil {
+			t.Fatal(err)
+		}
 		r := e.run(t, `cp /bin/true suid && chmod 4755 suid && stat -c '%a' suid && touch tool && stat -c '%a' tool`)
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "755\n4755\n", r.Stdout, "stripped at once; the workspace's own file keeps its bits in the overlay")
-		assert.Contains(t, r.Stderr, cliPrefix+"denied chmod "+filepath.Join(e.ws, "suid")+" (workspace-write mode, set-ID bits not applied)\n")
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if want := "755\n4755\n"; r.Stdout != want {
+			t.Errorf("stdout = %q, want %q: stripped at once; the workspace's own file keeps its bits in the overlay", r.Stdout, want)
+		}
+		if want := cliPrefix + "denied chmod " + filepath.Join(e.ws, "suid") + " (workspace-write mode, set-ID bits not applied)\n"; !strings.Contains(r.Stderr, want) {
+			t.Errorf("stderr lacks %q: %q", want, r.Stderr)
+		}
 		c := e.cli(t, "commit", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
+		if c.Exit != 0 {
+			t.Fatalf("commit: exit = %d, want 0 (%v)", c.Exit, c)
+		}
 		for _, name := range []string{"suid", "tool"} {
 			fi, err := os.Stat(filepath.Join(e.ws, name))
-			require.NoError(t, err)
-			assert.Equal(t, os.FileMode(0o755), fi.Mode(), name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Mode() != 0o755 {
+				t.Errorf("%s: mode %v, want %v", name, fi.Mode(), os.FileMode(0o755))
+			}
 		}
-		assert.Contains(t, c.Stderr, "applied without its set-user-ID, set-group-ID or capability bits: tool")
+		if want := "applied without its set-user-ID, set-group-ID or capability bits: tool"; !strings.Contains(c.Stderr, want) {
+			t.Errorf("commit: stderr lacks %q: %q", want, c.Stderr)
+		}
 	})
 }
 
@@ -256,7 +312,9 @@ func TestRunnerHelpersOutOfReach(t *testing.T) {
 			}
 			r := id.run(t, runOpts{Wrap: h.wrap(), Flags: flags, Argv: bash(helpersScript)})
 			requireExit(t, r, 0)
-			assert.Equal(t, "own child killed\n", r.Stdout, "abi %q: %s", abi, r.String())
+			if r.Stdout != "own child killed\n" {
+				t.Errorf("abi %q: stdout = %q, want %q (%v)", abi, r.Stdout, "own child killed\n", r)
+			}
 		}
 	})
 }

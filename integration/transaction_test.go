@@ -10,14 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
@@ -53,9 +52,21 @@ func treeHash(t *testing.T, dir string) string {
 		lines = append(lines, line)
 		return nil
 	})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatalf("hashing %s: %v", dir, err)
+	}
 	sort.Strings(lines)
 	return fmt.Sprintf("%x", sha256.Sum256([]byte(strings.Join(lines, "\n"))))
+}
+
+// requireTreeUnchanged checks that dir's treeHash is still before (why
+// says what that means), like the package's other require helpers without
+// ending the test.
+func requireTreeUnchanged(t *testing.T, dir, before, why string) {
+	t.Helper()
+	if got := treeHash(t, dir); got != before {
+		t.Errorf("%s changed (tree hash %s, want %s): %s", dir, got, before, why)
+	}
 }
 
 // listing prints every path under the working directory with its type, mode
@@ -78,8 +89,12 @@ func newTxEnv(t *testing.T, id identity) txEnv {
 	// overlay, which a workspace in /tmp would not need.
 	e.ws = id.mkdirOwned(t, "/var/tmp", "dsh-it-ws-")
 	e.tx = filepath.Join(id.mkdirOwned(t, "/var/tmp", "dsh-it-tx-"), "tx")
-	require.NoError(t, os.MkdirAll(filepath.Join(e.ws, "src"), 0o755))
-	require.NoError(t, os.Lchown(filepath.Join(e.ws, "src"), int(id.uid), int(id.gid)))
+	if err := os.MkdirAll(filepath.Join(e.ws, "src"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(filepath.Join(e.ws, "src"), int(id.uid), int(id.gid)); err != nil {
+		t.Fatal(err)
+	}
 	for name, content := range map[string]string{"keep": "one\ntwo\nthree\n", "gone": "x\n", "src/a.go": "package a\n", "src/b.go": "package b\n", "run.sh": "#!/bin/sh\n"} {
 		id.writeOwned(t, filepath.Join(e.ws, name), content, 0o644)
 	}
@@ -113,7 +128,7 @@ func skipWithoutOverlay(t *testing.T, id identity, ws, tx string) {
 		t.Errorf("stderr = %q, want the transaction refused as unavailable", r.Stderr)
 	}
 	requireAbsent(t, filepath.Join(ws, "direct"))
-	assert.Equal(t, before, treeHash(t, ws), "the workspace changed")
+	requireTreeUnchanged(t, ws, before, "a refused command changes nothing")
 	requireAbsent(t, tx)
 	if t.Failed() {
 		t.FailNow()
@@ -145,10 +160,14 @@ func TestTransactionCommit(t *testing.T) {
 			"chmod 755 run.sh",
 			"ln -s keep link",
 		}, "\n"))
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, before, treeHash(t, e.ws), "the workspace must not change before commit")
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		requireTreeUnchanged(t, e.ws, before, "the workspace must not change before commit")
 		rep := requireReport(t, r)
-		assert.Equal(t, e.tx, rep.Transaction)
+		if rep.Transaction != e.tx {
+			t.Errorf("report transaction = %q, want %q", rep.Transaction, e.tx)
+		}
 		p := func(n string) string { return filepath.Join(e.ws, n) }
 		want := []Change{
 			{Op: "created", Path: p("d"), Type: "dir", Mode: "0755"},
@@ -160,49 +179,86 @@ func TestTransactionCommit(t *testing.T) {
 			{Op: "created", Path: p("new"), Type: "file", Size: 4, Mode: "0644"},
 			{Op: "mode", Path: p("run.sh"), Type: "file", Size: 10, Mode: "0755"},
 		}
-		assert.Equal(t, want, rep.Changes)
+		if !reflect.DeepEqual(rep.Changes, want) {
+			t.Errorf("report changes = %+v\nwant %+v", rep.Changes, want)
+		}
 
 		// The second command sees the first one's work; its listing of the
 		// workspace is what commit must produce.
 		r = e.run(t, `cat new d/e/f && test ! -e gone`)
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "new\n12345", r.Stdout)
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if r.Stdout != "new\n12345" {
+			t.Errorf("stdout = %q, want %q", r.Stdout, "new\n12345")
+		}
 		r = e.run(t, listing)
-		require.Equal(t, 0, r.Exit, r.String())
+		if r.Exit != 0 {
+			t.Fatalf("listing: exit = %d, want 0 (%v)", r.Exit, r)
+		}
 		seen := r.Stdout
 		// Read-only in the transaction sees its changes and makes none.
 		r = id.run(t, runOpts{Flags: sandboxFlags("read-only", e.ws, "--transaction", e.tx), Argv: bash("cat new; echo x > ro"), Dir: e.ws})
-		assert.Equal(t, 1, r.Exit, r.String())
-		assert.Equal(t, "new\n", r.Stdout)
+		if r.Exit != 1 {
+			t.Errorf("read-only: exit = %d, want 1 (%v)", r.Exit, r)
+		}
+		if r.Stdout != "new\n" {
+			t.Errorf("read-only: stdout = %q, want %q", r.Stdout, "new\n")
+		}
 		requireDenial(t, r, "read-only", "write", p("ro"))
 		requireAbsent(t, filepath.Join(e.tx, "upper", "ro"))
 
 		c := e.cli(t, "changes", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
+		if c.Exit != 0 {
+			t.Fatalf("changes: exit = %d, want 0 (%v)", c.Exit, c)
+		}
 		var listed []Change
-		require.NoError(t, json.Unmarshal([]byte(c.Stdout), &listed), c.Stdout)
-		assert.Equal(t, want, listed)
+		if err := json.Unmarshal([]byte(c.Stdout), &listed); err != nil {
+			t.Fatalf("changes: %v: %s", err, c.Stdout)
+		}
+		if !reflect.DeepEqual(listed, want) {
+			t.Errorf("changes lists %+v\nwant %+v", listed, want)
+		}
 
 		d := e.cli(t, "diff", e.tx)
-		require.Equal(t, 0, d.Exit, d.String())
-		assert.Contains(t, d.Stdout, "--- a/keep\n+++ b/keep\n@@ -1,3 +1,4 @@\n one\n two\n three\n+four\n")
-		assert.Contains(t, d.Stdout, "--- a/gone\n+++ /dev/null\n")
-		assert.Equal(t, before, treeHash(t, e.ws), "changes and diff only read")
+		if d.Exit != 0 {
+			t.Fatalf("diff: exit = %d, want 0 (%v)", d.Exit, d)
+		}
+		for _, s := range []string{"--- a/keep\n+++ b/keep\n@@ -1,3 +1,4 @@\n one\n two\n three\n+four\n", "--- a/gone\n+++ /dev/null\n"} {
+			if !strings.Contains(d.Stdout, s) {
+				t.Errorf("diff lacks %q: %q", s, d.Stdout)
+			}
+		}
+		requireTreeUnchanged(t, e.ws, before, "changes and diff only read")
 
 		c = e.cli(t, "commit", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
+		if c.Exit != 0 {
+			t.Fatalf("commit: exit = %d, want 0 (%v)", c.Exit, c)
+		}
 		out, err := exec.Command("sh", "-c", `cd "$1" && `+listing, "sh", e.ws).Output()
-		require.NoError(t, err)
-		assert.Equal(t, seen, string(out), "the workspace is what the commands saw")
-		assert.Equal(t, "one\ntwo\nthree\nfour\n", readFile(t, p("keep")))
+		if err != nil {
+			t.Fatalf("listing the workspace: %v", err)
+		}
+		if string(out) != seen {
+			t.Errorf("the workspace is not what the commands saw: listing\n%s\nwant\n%s", out, seen)
+		}
+		if got := readFile(t, p("keep")); got != "one\ntwo\nthree\nfour\n" {
+			t.Errorf("keep = %q, want %q", got, "one\ntwo\nthree\nfour\n")
+		}
 		requireAbsent(t, p("gone"))
 
 		// Committed: no second commit, no more commands in it.
 		c = e.cli(t, "commit", e.tx)
-		assert.Equal(t, 125, c.Exit, c.String())
-		assert.Contains(t, c.Stderr, "committed")
+		if c.Exit != 125 {
+			t.Errorf("second commit: exit = %d, want 125 (%v)", c.Exit, c)
+		}
+		if !strings.Contains(c.Stderr, "committed") {
+			t.Errorf("second commit: stderr lacks %q: %q", "committed", c.Stderr)
+		}
 		r = e.run(t, "echo late > late")
-		assert.Equal(t, 125, r.Exit, r.String())
+		if r.Exit != 125 {
+			t.Errorf("a command after commit: exit = %d, want 125 (%v)", r.Exit, r)
+		}
 		requireAbsent(t, p("late"))
 	})
 }
@@ -215,14 +271,22 @@ func TestTransactionDiscard(t *testing.T) {
 		e := newTxEnv(t, id)
 		before := treeHash(t, e.ws)
 		r := e.run(t, "rm -rf src && test ! -e src && echo gone")
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "gone\n", r.Stdout)
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if r.Stdout != "gone\n" {
+			t.Errorf("stdout = %q, want %q", r.Stdout, "gone\n")
+		}
 		rep := requireReport(t, r)
-		assert.Equal(t, []Change{{Op: "removed", Path: filepath.Join(e.ws, "src")}}, rep.Changes)
-		assert.Equal(t, before, treeHash(t, e.ws))
+		if want := []Change{{Op: "removed", Path: filepath.Join(e.ws, "src")}}; !reflect.DeepEqual(rep.Changes, want) {
+			t.Errorf("report changes = %+v, want %+v", rep.Changes, want)
+		}
+		requireTreeUnchanged(t, e.ws, before, "a command in a transaction changes nothing in the workspace")
 		c := e.cli(t, "discard", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
-		assert.Equal(t, before, treeHash(t, e.ws))
+		if c.Exit != 0 {
+			t.Fatalf("discard: exit = %d, want 0 (%v)", c.Exit, c)
+		}
+		requireTreeUnchanged(t, e.ws, before, "discard applies nothing")
 		requireAbsent(t, filepath.Join(e.tx, "upper"))
 		requireAbsent(t, filepath.Join(e.tx, "work"))
 	})
@@ -235,18 +299,28 @@ func TestTransactionConflict(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
 		r := e.run(t, "echo mine >> keep && echo new > new")
-		require.Equal(t, 0, r.Exit, r.String())
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
 		id.writeOwned(t, filepath.Join(e.ws, "keep"), "theirs\n", 0o644) // a concurrent edit
 		before := treeHash(t, e.ws)
 		c := e.cli(t, "commit", e.tx)
-		assert.Equal(t, 1, c.Exit, c.String())
-		assert.Contains(t, c.Stderr, filepath.Join(e.ws, "keep"))
-		assert.Equal(t, before, treeHash(t, e.ws), "a refused commit applies nothing")
+		if c.Exit != 1 {
+			t.Errorf("commit: exit = %d, want 1 (%v)", c.Exit, c)
+		}
+		if want := filepath.Join(e.ws, "keep"); !strings.Contains(c.Stderr, want) {
+			t.Errorf("commit: stderr lacks %q: %q", want, c.Stderr)
+		}
+		requireTreeUnchanged(t, e.ws, before, "a refused commit applies nothing")
 		requireAbsent(t, filepath.Join(e.ws, "new"))
-		assert.Equal(t, "theirs\n", readFile(t, filepath.Join(e.ws, "keep")))
+		if got := readFile(t, filepath.Join(e.ws, "keep")); got != "theirs\n" {
+			t.Errorf("keep = %q, want %q", got, "theirs\n")
+		}
 		c = e.cli(t, "discard", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
-		assert.Equal(t, before, treeHash(t, e.ws))
+		if c.Exit != 0 {
+			t.Fatalf("discard: exit = %d, want 0 (%v)", c.Exit, c)
+		}
+		requireTreeUnchanged(t, e.ws, before, "discard applies nothing")
 	})
 }
 
@@ -257,13 +331,19 @@ func TestTransactionConflict(t *testing.T) {
 func TestTransactionGuarantees(t *testing.T) {
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		e := newTxEnv(t, id)
-		require.NoError(t, os.MkdirAll(filepath.Join(e.ws, ".git/hooks"), 0o755))
-		require.NoError(t, exec.Command("chown", "-R", fmt.Sprintf("%d:%d", id.uid, id.gid), filepath.Join(e.ws, ".git")).Run())
+		if err := os.MkdirAll(filepath.Join(e.ws, ".git/hooks"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := exec.Command("chown", "-R", fmt.Sprintf("%d:%d", id.uid, id.gid), filepath.Join(e.ws, ".git")).Run(); err != nil {
+			t.Fatalf("chown: %v", err)
+		}
 		before := treeHash(t, e.ws)
 		// The first command makes the transaction, the second tries to
 		// reach its directory.
 		r := e.run(t, "echo ok > fine")
-		require.Equal(t, 0, r.Exit, r.String())
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
 		r = e.run(t, strings.Join([]string{
 			"echo evil > .git/hooks/pre-commit",
 			"echo evil > $OUT/escaped",
@@ -272,18 +352,26 @@ func TestTransactionGuarantees(t *testing.T) {
 			"mkdir -p " + e.tx + "/upper/.git/hooks && echo evil > " + e.tx + "/upper/.git/hooks/post-checkout",
 			"true",
 		}, "\n"))
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Empty(t, strings.TrimSpace(r.Stdout), "the transaction's directory looks empty inside")
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if s := strings.TrimSpace(r.Stdout); s != "" {
+			t.Errorf("stdout = %q, want nothing: the transaction's directory looks empty inside", s)
+		}
 		requireDenial(t, r, "workspace-write", "write", filepath.Join(e.ws, ".git/hooks/pre-commit"))
 		requireAbsent(t, filepath.Join(e.out, "escaped"))
 		for _, p := range []string{"planted", ".git/hooks/post-checkout", ".git/hooks/pre-commit"} {
 			requireAbsent(t, filepath.Join(e.tx, "upper", p))
 		}
-		assert.Equal(t, before, treeHash(t, e.ws))
+		requireTreeUnchanged(t, e.ws, before, "a command in a transaction changes nothing in the workspace")
 		c := e.cli(t, "commit", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
+		if c.Exit != 0 {
+			t.Fatalf("commit: exit = %d, want 0 (%v)", c.Exit, c)
+		}
 		requireAbsent(t, filepath.Join(e.ws, ".git/hooks/pre-commit"))
-		assert.Equal(t, "ok\n", readFile(t, filepath.Join(e.ws, "fine")))
+		if got := readFile(t, filepath.Join(e.ws, "fine")); got != "ok\n" {
+			t.Errorf("fine = %q, want %q", got, "ok\n")
+		}
 	})
 }
 
@@ -301,21 +389,35 @@ func TestTransactionGit(t *testing.T) {
 			cmd.SysProcAttr = id.sysProcAttr()
 			cmd.Env = id.env()
 			out, err := cmd.CombinedOutput()
-			require.NoError(t, err, "git %v: %s", args, out)
+			if err != nil {
+				t.Fatalf("git %v: %v: %s", args, err, out)
+			}
 			return string(out)
 		}
 		git("init", "-q")
 		git("add", "-A")
 		git("commit", "-q", "-m", "base")
 		r := e.run(t, "set -e; echo changed >> keep; echo n > added; git -c user.name=t -c user.email=t@t add -A; git -c user.name=t -c user.email=t@t commit -q -m 'in the transaction'; git log --oneline | wc -l")
-		require.Equal(t, 0, r.Exit, r.String())
-		assert.Equal(t, "2\n", r.Stdout)
-		assert.Equal(t, "1\n", fmt.Sprint(strings.Count(git("log", "--oneline"), "\n"))+"\n", "the real repository is untouched before commit")
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
+		if r.Stdout != "2\n" {
+			t.Errorf("commits seen in the transaction: %q, want %q", r.Stdout, "2\n")
+		}
+		if log := git("log", "--oneline"); strings.Count(log, "\n") != 1 {
+			t.Errorf("the real repository changed before commit: log %q, want one commit", log)
+		}
 		c := e.cli(t, "commit", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
+		if c.Exit != 0 {
+			t.Fatalf("commit: exit = %d, want 0 (%v)", c.Exit, c)
+		}
 		git("fsck", "--strict")
-		assert.Contains(t, git("log", "--format=%s"), "in the transaction")
-		assert.Empty(t, git("status", "--porcelain"))
+		if log := git("log", "--format=%s"); !strings.Contains(log, "in the transaction") {
+			t.Errorf("git log lacks %q: %q", "in the transaction", log)
+		}
+		if st := git("status", "--porcelain"); st != "" {
+			t.Errorf("git status = %q, want clean", st)
+		}
 	})
 }
 
@@ -342,17 +444,27 @@ func TestTransactionHarnessKilled(t *testing.T) {
 				r := s.wait(t, 0)
 				t.Fatalf("the CLI ended before the command wrote its marker: %s", r.String())
 			}
-			require.True(t, time.Now().Before(deadline), "the command never wrote its marker")
+			if !time.Now().Before(deadline) {
+				t.Fatal("the command never wrote its marker")
+			}
 			time.Sleep(20 * time.Millisecond)
 		}
 		// While a command runs in it, the transaction cannot be committed.
 		c := e.cli(t, "commit", e.tx)
-		assert.Equal(t, 125, c.Exit, c.String())
-		assert.Contains(t, c.Stderr, "busy")
-		require.NoError(t, s.cmd.Process.Signal(syscall.SIGKILL))
+		if c.Exit != 125 {
+			t.Errorf("commit while a command runs: exit = %d, want 125 (%v)", c.Exit, c)
+		}
+		if !strings.Contains(c.Stderr, "busy") {
+			t.Errorf("commit while a command runs: stderr lacks %q: %q", "busy", c.Stderr)
+		}
+		if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatalf("killing the CLI: %v", err)
+		}
 		r := s.wait(t, 0)
-		assert.Equal(t, syscall.SIGKILL, r.Signal)
-		assert.Equal(t, before, treeHash(t, e.ws))
+		if r.Signal != syscall.SIGKILL {
+			t.Errorf("the CLI ended by signal %v, want %v (%v)", r.Signal, syscall.SIGKILL, r)
+		}
+		requireTreeUnchanged(t, e.ws, before, "the killed command changes nothing in the workspace")
 		// The runner's processes end with the harness, and the hold with
 		// them; until then the commit is refused, never run under them.
 		deadline = time.Now().Add(testtime.Scale(30 * time.Second))
@@ -363,12 +475,18 @@ func TestTransactionHarnessKilled(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		assert.Equal(t, 1, c.Exit, c.String())
-		assert.Contains(t, c.Stderr, "did not end under its supervisor")
-		assert.Equal(t, before, treeHash(t, e.ws))
+		if c.Exit != 1 {
+			t.Errorf("commit: exit = %d, want 1 (%v)", c.Exit, c)
+		}
+		if !strings.Contains(c.Stderr, "did not end under its supervisor") {
+			t.Errorf("commit: stderr lacks %q: %q", "did not end under its supervisor", c.Stderr)
+		}
+		requireTreeUnchanged(t, e.ws, before, "a refused commit applies nothing")
 		c = e.cli(t, "discard", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
-		assert.Equal(t, before, treeHash(t, e.ws))
+		if c.Exit != 0 {
+			t.Fatalf("discard: exit = %d, want 0 (%v)", c.Exit, c)
+		}
+		requireTreeUnchanged(t, e.ws, before, "discard applies nothing")
 	})
 }
 
@@ -386,9 +504,11 @@ func TestTransactionUnavailable(t *testing.T) {
 			Dir:   e.ws,
 		})
 		requireSetupRefused(t, r)
-		assert.Contains(t, r.Stderr, "transaction unavailable")
+		if !strings.Contains(r.Stderr, "transaction unavailable") {
+			t.Errorf("stderr lacks %q: %q", "transaction unavailable", r.Stderr)
+		}
 		requireAbsent(t, filepath.Join(e.ws, "direct"))
-		assert.Equal(t, before, treeHash(t, e.ws))
+		requireTreeUnchanged(t, e.ws, before, "a refused command changes nothing")
 		requireAbsent(t, e.tx) // made for a command that never ran: removed again
 	})
 }
@@ -411,9 +531,15 @@ func TestTransactionUsage(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := id.run(t, runOpts{Flags: c.args, NoReport: true, Dir: e.ws})
-			assert.Equal(t, 125, r.Exit, r.String())
-			assert.Contains(t, r.Stderr, c.want)
-			assert.Equal(t, 1, strings.Count(r.Stderr, "\n"), r.Stderr)
+			if r.Exit != 125 {
+				t.Errorf("exit = %d, want 125 (%v)", r.Exit, r)
+			}
+			if !strings.Contains(r.Stderr, c.want) {
+				t.Errorf("stderr lacks %q: %q", c.want, r.Stderr)
+			}
+			if n := strings.Count(r.Stderr, "\n"); n != 1 {
+				t.Errorf("%d stderr lines, want 1: %q", n, r.Stderr)
+			}
 		})
 	}
 	requireAbsent(t, filepath.Join(e.ws, "tx"))
@@ -432,21 +558,39 @@ for i in $(seq 1 60); do
   for j in $(seq 1 50); do echo "module.exports = $i * $j" > node_modules/pkg$i/lib/f$j.js; done
 done
 rm -rf src`)
-		require.Equal(t, 0, r.Exit, r.String())
+		if r.Exit != 0 {
+			t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+		}
 		rep := requireReport(t, r)
-		require.NotNil(t, rep.ChangesDropped)
+		if rep.ChangesDropped == nil {
+			t.Fatalf("the report has no changesDropped: %s", trunc(r.ReportRaw))
+		}
 		// node_modules, 60 packages, 60 lib directories, 3,000 files and src.
-		assert.Len(t, rep.Changes, 1000)
-		assert.Equal(t, 1+60+60+3000+1-1000, *rep.ChangesDropped)
+		if len(rep.Changes) != 1000 {
+			t.Errorf("%d changes listed, want 1000", len(rep.Changes))
+		}
+		if want := 1 + 60 + 60 + 3000 + 1 - 1000; *rep.ChangesDropped != want {
+			t.Errorf("changesDropped = %d, want %d", *rep.ChangesDropped, want)
+		}
 		r = e.run(t, listing)
-		require.Equal(t, 0, r.Exit, r.String())
+		if r.Exit != 0 {
+			t.Fatalf("listing: exit = %d, want 0 (%v)", r.Exit, r)
+		}
 		seen := r.Stdout
 		c := e.cli(t, "commit", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
-		assert.Contains(t, c.Stdout, "3121 applied, 1 removed")
+		if c.Exit != 0 {
+			t.Fatalf("commit: exit = %d, want 0 (%v)", c.Exit, c)
+		}
+		if !strings.Contains(c.Stdout, "3121 applied, 1 removed") {
+			t.Errorf("commit: stdout lacks %q: %q", "3121 applied, 1 removed", c.Stdout)
+		}
 		out, err := exec.Command("sh", "-c", `cd "$1" && `+listing, "sh", e.ws).Output()
-		require.NoError(t, err)
-		assert.Equal(t, seen, string(out))
+		if err != nil {
+			t.Fatalf("listing the workspace: %v", err)
+		}
+		if string(out) != seen {
+			t.Errorf("the workspace is not what the command saw: listing\n%s\nwant\n%s", trunc(string(out)), trunc(seen))
+		}
 	})
 }
 
@@ -468,12 +612,22 @@ func TestTransactionSecrets(t *testing.T) {
 		secret := filepath.Join(e.ws, "secret.env")
 		id.writeOwned(t, secret, "TOKEN=hunter2\n", 0o600)
 		r := e.fsEnv.run(t, "cat secret.env; echo stolen > secret.env; rm -f secret.env; echo ok > other", "--transaction", e.tx, "--deny-read", secret)
-		assert.NotContains(t, r.Stdout+r.Stderr, "hunter2", r.String())
+		if strings.Contains(r.Stdout+r.Stderr, "hunter2") {
+			t.Errorf("the secret leaked: %v", r)
+		}
 		rep := requireReport(t, r)
-		assert.Equal(t, []Change{{Op: "created", Path: filepath.Join(e.ws, "other"), Type: "file", Size: 3, Mode: "0644"}}, rep.Changes)
+		if want := []Change{{Op: "created", Path: filepath.Join(e.ws, "other"), Type: "file", Size: 3, Mode: "0644"}}; !reflect.DeepEqual(rep.Changes, want) {
+			t.Errorf("report changes = %+v, want %+v", rep.Changes, want)
+		}
 		c := e.cli(t, "commit", e.tx)
-		require.Equal(t, 0, c.Exit, c.String())
-		assert.Equal(t, "TOKEN=hunter2\n", readFile(t, secret))
-		assert.Equal(t, "ok\n", readFile(t, filepath.Join(e.ws, "other")))
+		if c.Exit != 0 {
+			t.Fatalf("commit: exit = %d, want 0 (%v)", c.Exit, c)
+		}
+		if got := readFile(t, secret); got != "TOKEN=hunter2\n" {
+			t.Errorf("secret.env = %q, want it as it was", got)
+		}
+		if got := readFile(t, filepath.Join(e.ws, "other")); got != "ok\n" {
+			t.Errorf("other = %q, want %q", got, "ok\n")
+		}
 	})
 }

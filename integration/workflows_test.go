@@ -17,9 +17,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // withHome is id with a fresh home of its own, outside every writable root
@@ -40,7 +37,7 @@ func withHome(t *testing.T, id identity) identity {
 func userFiles(t *testing.T, home string) string {
 	t.Helper()
 	var lines []string
-	require.NoError(t, filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -68,7 +65,10 @@ func userFiles(t *testing.T, home string) string {
 		}
 		lines = append(lines, line)
 		return nil
-	}))
+	})
+	if err != nil {
+		t.Fatalf("hashing %s: %v", home, err)
+	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
@@ -79,7 +79,9 @@ func hostRun(t *testing.T, id identity, dir string, env []string, argv ...string
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.SysProcAttr = id.env(env...), dir, id.sysProcAttr()
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%q: %s", argv, out)
+	if err != nil {
+		t.Fatalf("%q: %v: %s", argv, err, out)
+	}
 	return string(out)
 }
 
@@ -88,7 +90,9 @@ func hostRun(t *testing.T, id identity, dir string, env []string, argv ...string
 func requireCaches(t *testing.T, rep *Report, home string, dirs ...string) {
 	t.Helper()
 	for _, d := range dirs {
-		assert.Contains(t, rep.Enforcement.Caches, filepath.Join(home, d), "the overlaid caches")
+		if c := filepath.Join(home, d); !contains(rep.Enforcement.Caches, c) {
+			t.Errorf("the overlaid caches %q lack %q", rep.Enforcement.Caches, c)
+		}
 	}
 }
 
@@ -160,21 +164,34 @@ func TestServer(t *testing.T) {
 			// Known gap (docs/DESIGN.md, "A loopback of its own"): where
 			// the supervisor cannot act on copies of the command's sockets
 			// (Docker's profile) inet sockets are refused; the build works.
-			assert.NotEqual(t, 0, r.Exit, r.String())
-			assert.Contains(t, r.Stdout, "listen tcp 127.0.0.1:0: socket: permission denied")
+			if r.Exit == 0 {
+				t.Errorf("exit = 0, want a failure (%v)", r)
+			}
+			if want := "listen tcp 127.0.0.1:0: socket: permission denied"; !strings.Contains(r.Stdout, want) {
+				t.Errorf("stdout lacks %q: %q", want, r.Stdout)
+			}
 			requireCaches(t, requireReport(t, r), id.home, ".cache/go-build")
-			assert.Equal(t, before, userFiles(t, id.home), "the user's own cache and dotfiles")
+			if after := userFiles(t, id.home); after != before {
+				t.Errorf("the user's own cache and dotfiles changed:\n%s\nwant\n%s", after, before)
+			}
 			return
 		}
 		requireExit(t, r, 0)
-		assert.Contains(t, r.Stdout, "ok  \texample.com/wf")
-		assert.Contains(t, r.Stdout, "built go")
+		for _, s := range []string{"ok  \texample.com/wf", "built go"} {
+			if !strings.Contains(r.Stdout, s) {
+				t.Errorf("stdout lacks %q: %q", s, r.Stdout)
+			}
+		}
 		requireCaches(t, requireReport(t, r), id.home, ".cache/go-build")
 
 		r = id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: []string{goBin, "test", "./..."}, Env: env, Dir: ws, Timeout: 5 * time.Minute})
 		requireExit(t, r, 0)
-		assert.Contains(t, r.Stdout, "(cached)", "the first command's test result, kept in the sandbox's cache")
-		assert.Equal(t, before, userFiles(t, id.home), "the user's own cache and dotfiles")
+		if !strings.Contains(r.Stdout, "(cached)") {
+			t.Errorf("stdout lacks %q, the first command's test result kept in the sandbox's cache: %q", "(cached)", r.Stdout)
+		}
+		if after := userFiles(t, id.home); after != before {
+			t.Errorf("the user's own cache and dotfiles changed:\n%s\nwant\n%s", after, before)
+		}
 	})
 }
 
@@ -185,12 +202,19 @@ func npmTarball(t *testing.T, files map[string]string) []byte {
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
 	for name, body := range files {
-		require.NoError(t, tw.WriteHeader(&tar.Header{Name: "package/" + name, Mode: 0o644, Size: int64(len(body)), ModTime: time.Unix(1e9, 0)}))
-		_, err := tw.Write([]byte(body))
-		require.NoError(t, err)
+		if err := tw.WriteHeader(&tar.Header{Name: "package/" + name, Mode: 0o644, Size: int64(len(body)), ModTime: time.Unix(1e9, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	require.NoError(t, tw.Close())
-	require.NoError(t, gz.Close())
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return buf.Bytes()
 }
 
@@ -219,12 +243,18 @@ func TestWorkflowNpm(t *testing.T) {
 			Argv: bash(`npm install --no-audit --no-fund --no-update-notifier ./wfpkg-1.0.0.tgz && node -e 'console.log(require("wfpkg").hi)'`),
 			Dir:  ws, Timeout: 3 * time.Minute})
 		requireExit(t, r, 0)
-		assert.Contains(t, r.Stdout, "hi from wfpkg")
+		if !strings.Contains(r.Stdout, "hi from wfpkg") {
+			t.Errorf("stdout lacks %q: %q", "hi from wfpkg", r.Stdout)
+		}
 		requireCaches(t, requireReport(t, r), id.home, ".npm")
 		for _, d := range requireReport(t, r).Denials {
-			assert.NotContains(t, d.Path, id.home, "a denial in the home: %+v", d)
+			if strings.Contains(d.Path, id.home) {
+				t.Errorf("a denial in the home: %+v", d)
+			}
 		}
-		assert.Equal(t, before, userFiles(t, id.home), "the user's own cache and dotfiles")
+		if after := userFiles(t, id.home); after != before {
+			t.Errorf("the user's own cache and dotfiles changed:\n%s\nwant\n%s", after, before)
+		}
 	})
 }
 
@@ -242,16 +272,24 @@ func pyWheel(t *testing.T, name, version, module string) []byte {
 	record := ""
 	for _, f := range files {
 		w, err := zw.Create(f[0])
-		require.NoError(t, err)
-		_, err = w.Write([]byte(f[1]))
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(f[1])); err != nil {
+			t.Fatal(err)
+		}
 		record += f[0] + ",,\n"
 	}
 	w, err := zw.Create(info + "RECORD")
-	require.NoError(t, err)
-	_, err = w.Write([]byte(record + info + "RECORD,,\n"))
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte(record + info + "RECORD,,\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return buf.Bytes()
 }
 
@@ -272,9 +310,13 @@ func TestWorkflowPipVenv(t *testing.T) {
 			Argv: bash(`python3 -m venv .venv && .venv/bin/pip install --no-index --disable-pip-version-check ./wfpkg-0.1-py3-none-any.whl && .venv/bin/python -c 'import wfpkg; print(wfpkg.hi)'`),
 			Dir:  ws, Timeout: 3 * time.Minute})
 		requireExit(t, r, 0)
-		assert.Contains(t, r.Stdout, "hi from wfpkg")
+		if !strings.Contains(r.Stdout, "hi from wfpkg") {
+			t.Errorf("stdout lacks %q: %q", "hi from wfpkg", r.Stdout)
+		}
 		requireCaches(t, requireReport(t, r), id.home, ".cache/pip")
-		assert.Equal(t, before, userFiles(t, id.home), "the user's own cache and dotfiles")
+		if after := userFiles(t, id.home); after != before {
+			t.Errorf("the user's own cache and dotfiles changed:\n%s\nwant\n%s", after, before)
+		}
 	})
 }
 
@@ -316,14 +358,22 @@ kill %1`
 		}
 		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Env: gitEnv, Dir: ws, Timeout: 3 * time.Minute, Argv: bash(script)})
 		requireExit(t, r, 0)
-		assert.Equal(t, want, r.Stdout)
+		if r.Stdout != want {
+			t.Errorf("stdout = %q, want %q", r.Stdout, want)
+		}
 		if own {
-			assert.Empty(t, requireReport(t, r).Denials)
+			if d := requireReport(t, r).Denials; len(d) != 0 {
+				t.Errorf("denials = %v, want none", d)
+			}
 		} else {
 			requireDenial(t, r, "workspace-write", "socket", "AF_INET")
 		}
-		assert.Equal(t, "feature\n", id.git(t, ws, "branch", "--show-current"))
-		assert.Equal(t, before, userFiles(t, id.home))
+		if b := id.git(t, ws, "branch", "--show-current"); b != "feature\n" {
+			t.Errorf("current branch = %q, want %q", b, "feature\n")
+		}
+		if after := userFiles(t, id.home); after != before {
+			t.Errorf("the user's files changed:\n%s\nwant\n%s", after, before)
+		}
 	})
 }
 
@@ -371,13 +421,18 @@ mod tests {
 		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Env: env, Dir: ws, Timeout: 5 * time.Minute,
 			Argv: bash(`cargo build --offline -q && cargo test --offline -q && ./target/debug/wf`)})
 		requireExit(t, r, 0)
-		assert.Contains(t, r.Stdout, "test result: ok. 1 passed")
-		assert.Contains(t, r.Stdout, "built cargo")
+		for _, s := range []string{"test result: ok. 1 passed", "built cargo"} {
+			if !strings.Contains(r.Stdout, s) {
+				t.Errorf("stdout lacks %q: %q", s, r.Stdout)
+			}
+		}
 		for _, d := range requireReport(t, r).Denials {
 			if !strings.HasPrefix(d.Path, filepath.Join(id.home, ".cargo/.")) || d.Op != "write" {
 				t.Errorf("a denial besides cargo's lock files: %+v", d)
 			}
 		}
-		assert.Equal(t, before, userFiles(t, id.home), "the user's ~/.cargo and dotfiles")
+		if after := userFiles(t, id.home); after != before {
+			t.Errorf("the user's ~/.cargo and dotfiles changed:\n%s\nwant\n%s", after, before)
+		}
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -35,9 +37,9 @@ func TestWithLimits(t *testing.T) {
 			in := tc.in
 			in.Missing = slices.Clone(in.Missing)
 			e := withLimits(in, tc.l, tc.mech)
-			if e.Level != tc.level || e.Limits != tc.limits || !slices.Equal(e.Missing, tc.missing) {
-				t.Fatalf("withLimits = level %q limits %q missing %v, want %q %q %v", e.Level, e.Limits, e.Missing, tc.level, tc.limits, tc.missing)
-			}
+			require.Equal(t, tc.level, e.Level, "withLimits: Level")
+			require.Equal(t, tc.limits, e.Limits, "withLimits: Limits")
+			require.Truef(t, slices.Equal(e.Missing, tc.missing), "withLimits: Missing = %v, want %v", e.Missing, tc.missing)
 		})
 	}
 }

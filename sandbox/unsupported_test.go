@@ -4,18 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // ErrUnsupported, which the entry points return off Linux, is its own
 // sentinel and the standard one's match.
 func TestErrUnsupported(t *testing.T) {
 	err := fmt.Errorf("wrapped: %w", &SetupError{Detail: ErrUnsupported.Error(), Err: ErrUnsupported})
-	if !errors.Is(err, ErrUnsupported) || !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("errors.Is(%v, ErrUnsupported / errors.ErrUnsupported) = false", err)
-	}
-	if msg := ErrUnsupported.Error(); !strings.Contains(msg, runtime.GOOS) || !strings.Contains(msg, "Linux only") {
-		t.Errorf("ErrUnsupported says %q: it names neither the platform nor Linux", msg)
-	}
+	require.ErrorIs(t, err, ErrUnsupported)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	msg := ErrUnsupported.Error()
+	assert.Contains(t, msg, runtime.GOOS, "ErrUnsupported does not name the platform")
+	assert.Contains(t, msg, "Linux only", "ErrUnsupported does not name Linux")
 }

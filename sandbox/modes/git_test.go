@@ -3,15 +3,15 @@ package modes
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestGitConfigSafe(t *testing.T) {
 	initCfg := "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
 	clone := initCfg + "[remote \"origin\"]\n\turl = /work/src\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"master\"]\n\tremote = origin\n\tmerge = refs/heads/master\n"
 	for _, c := range []string{"", initCfg, clone, "# c\n; c\n[user]\n\tname = x\n\temail = y # z\n", "[core] # c\n\tbare\n"} {
-		if !GitConfigSafe([]byte(c)) {
-			t.Errorf("GitConfigSafe(%q) = false, want true", c)
-		}
+		assert.Truef(t, GitConfigSafe([]byte(c)), "GitConfigSafe(%q) = false, want true", c)
 	}
 	for _, c := range []string{
 		"[core]\n\thooksPath = /tmp/x\n",
@@ -30,16 +30,14 @@ func TestGitConfigSafe(t *testing.T) {
 		"[core\n\tbare = false\n",
 		"[core]\n" + strings.Repeat("#", MaxGitConfig) + "\n",
 	} {
-		if GitConfigSafe([]byte(c)) {
-			t.Errorf("GitConfigSafe(%q) = true, want false", c)
-		}
+		assert.Falsef(t, GitConfigSafe([]byte(c)), "GitConfigSafe(%q) = true, want false", c)
 	}
 }
 
 func TestGitHookInert(t *testing.T) {
-	if !GitHookInert("pre-commit.sample") || GitHookInert("pre-commit") || GitHookInert("sample") {
-		t.Error("GitHookInert")
-	}
+	assert.True(t, GitHookInert("pre-commit.sample"), `GitHookInert("pre-commit.sample")`)
+	assert.False(t, GitHookInert("pre-commit"), `GitHookInert("pre-commit")`)
+	assert.False(t, GitHookInert("sample"), `GitHookInert("sample")`)
 }
 
 // TestGitConfigSafeWith: what `git submodule add` writes — submodule.*.url
@@ -63,8 +61,6 @@ func TestGitConfigSafeWith(t *testing.T) {
 		{"[core]\n\tworktree\n", func(string) bool { return true }, false},
 		{"[submodule \"lib\"]\n\tupdate = !touch /tmp/p\n", within, false},
 	} {
-		if got := GitConfigSafeWith([]byte(c.config), c.worktree); got != c.want {
-			t.Errorf("GitConfigSafeWith(%q) = %v, want %v", c.config, got, c.want)
-		}
+		assert.Equalf(t, c.want, GitConfigSafeWith([]byte(c.config), c.worktree), "GitConfigSafeWith(%q)", c.config)
 	}
 }

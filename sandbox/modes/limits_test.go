@@ -1,10 +1,11 @@
 package modes
 
 import (
-	"errors"
 	"math"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseSize(t *testing.T) {
@@ -32,14 +33,11 @@ func TestParseSize(t *testing.T) {
 	} {
 		got, err := ParseSize(tc.in)
 		if tc.ok {
-			if err != nil || got != tc.want {
-				t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
-			}
+			assert.NoErrorf(t, err, "ParseSize(%q)", tc.in)
+			assert.Equalf(t, tc.want, got, "ParseSize(%q)", tc.in)
 			continue
 		}
-		if !errors.Is(err, ErrLimits) {
-			t.Errorf("ParseSize(%q) = %d, %v; want an ErrLimits error", tc.in, got, err)
-		}
+		assert.ErrorIsf(t, err, ErrLimits, "ParseSize(%q) = %d", tc.in, got)
 	}
 }
 
@@ -60,30 +58,22 @@ func TestLimitsValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.l.Validate()
 			if tc.flag == "" {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
+				require.NoError(t, err, "Validate()")
 				return
 			}
-			if !errors.Is(err, ErrLimits) || !strings.Contains(err.Error(), tc.flag) {
-				t.Fatalf("Validate() = %v, want an ErrLimits error naming %s", err, tc.flag)
-			}
+			require.ErrorIs(t, err, ErrLimits, "Validate()")
+			require.ErrorContains(t, err, tc.flag, "Validate(): the error should name the flag")
 		})
 	}
 }
 
 func TestDefaultLimits(t *testing.T) {
 	total, err := memTotal()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	l := DefaultLimits()
-	if l.MaxPids != DefaultPids || l.MaxMemory != total/2 || l.MaxCPU != 0 {
-		t.Fatalf("DefaultLimits() = %+v, want pids %d, memory %d (half of MemTotal), cpu 0", l, DefaultPids, total/2)
-	}
-	if !l.Any() || (Limits{}).Any() {
-		t.Fatalf("Any: defaults %v, zero %v", l.Any(), (Limits{}).Any())
-	}
+	require.Equal(t, Limits{MaxPids: DefaultPids, MaxMemory: total / 2, MaxCPU: 0}, l, "DefaultLimits(): pids DefaultPids, memory half of MemTotal, cpu 0")
+	require.True(t, l.Any(), "Any() of the defaults")
+	require.False(t, (Limits{}).Any(), "Any() of the zero Limits")
 }
 
 func TestDeriveLimits(t *testing.T) {
@@ -103,21 +93,15 @@ func TestDeriveLimits(t *testing.T) {
 			t.Run(tc.name+"/"+m.String(), func(t *testing.T) {
 				p, err := Derive(Options{Mode: m, Workspace: ws, Limits: tc.in, AllowBroadWorkspace: true})
 				if tc.err {
-					if !errors.Is(err, ErrLimits) {
-						t.Fatalf("Derive = %v, want ErrLimits", err)
-					}
+					require.ErrorIs(t, err, ErrLimits, "Derive")
 					return
 				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				if p.Limits != tc.want {
-					t.Fatalf("Limits = %+v, want %+v", p.Limits, tc.want)
-				}
+				require.NoError(t, err)
+				require.Equal(t, tc.want, p.Limits, "Limits")
 				p.Limits.MaxMemory = -1
-				if err := p.Validate(); !errors.Is(err, ErrInvalidPolicy) || !errors.Is(err, ErrLimits) {
-					t.Fatalf("Validate with a negative limit = %v, want ErrInvalidPolicy and ErrLimits", err)
-				}
+				err = p.Validate()
+				require.ErrorIs(t, err, ErrInvalidPolicy, "Validate with a negative limit")
+				require.ErrorIs(t, err, ErrLimits, "Validate with a negative limit")
 			})
 		}
 	}

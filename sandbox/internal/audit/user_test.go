@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // asUser makes the calling test run as an unprivileged user, the way the
@@ -32,36 +34,24 @@ func asUser(t *testing.T, prepare func(dir string, uid, gid int)) bool {
 		name = "dshtest"
 	}
 	u, err := user.Lookup(name)
-	if err != nil {
-		if os.Getenv("DSH_TEST_USER") != "" || os.Getenv("CI") == "true" {
-			t.Fatalf("test user %q: %v", name, err)
-		}
+	if err != nil && os.Getenv("DSH_TEST_USER") == "" && os.Getenv("CI") != "true" {
 		t.Skipf("!!! test user %q not found (%v): this test needs an unprivileged user (useradd -m %s)", name, err, name)
 	}
+	require.NoError(t, err, "test user %q", name)
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	bin, err := os.MkdirTemp("", "audit-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { forceRemoveAll(bin) })
 	dir := filepath.Join(bin, "dir")
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chmod(bin, 0o755))
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.Chown(dir, uid, gid))
 	if prepare != nil {
 		prepare(dir, uid, gid)
 	}
 	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	copyFile(t, exe, filepath.Join(bin, "audit.test"))
 	cmd := exec.Command(filepath.Join(bin, "audit.test"), "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "HOME=/nonexistent", "TMPDIR=/tmp", "AUDIT_TEST_DIR="+dir)
@@ -69,12 +59,8 @@ func asUser(t *testing.T, prepare func(dir string, uid, gid int)) bool {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
 	out, err := cmd.CombinedOutput()
 	t.Logf("as %s:\n%s", name, out)
-	if err != nil {
-		t.Fatalf("as %s: %v", name, err)
-	}
-	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("as %s: the test did not pass", name)
-	}
+	require.NoError(t, err, "as %s", name)
+	require.Truef(t, strings.Contains(string(out), "--- PASS: "+t.Name()), "as %s: the test did not pass", name)
 	return false
 }
 
@@ -85,20 +71,13 @@ func userDir() string { return os.Getenv("AUDIT_TEST_DIR") }
 func copyFile(t *testing.T, src, dst string) {
 	t.Helper()
 	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer in.Close()
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = io.Copy(out, in)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
 }
 
 // forceRemoveAll removes a tree even where a test left directories without
