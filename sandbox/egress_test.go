@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -19,9 +20,7 @@ func TestNameservers(t *testing.T) {
 	dir := t.TempDir()
 	write := func(s string) string {
 		p := filepath.Join(dir, "resolv.conf")
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o644))
 		return p
 	}
 	addrs := func(ss ...string) []netip.Addr {
@@ -50,33 +49,24 @@ func TestNameservers(t *testing.T) {
 // net namespace cannot take (a multicast address) costs only that
 // resolver: the reason is reported, and the next nameservers answer.
 func TestStubResolverSkipsWhatTheNamespaceRefuses(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/getent"); err != nil {
-		t.Fatalf("getent (libc-bin) is missing: %v", err)
-	}
+	_, err := os.Stat("/usr/bin/getent")
+	require.NoError(t, err, "getent (libc-bin) is missing")
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "resolv.conf")
 	// The command reads the host's resolv.conf: the stub must answer at
 	// its nameservers, after the one it cannot take.
 	host, _ := os.ReadFile(resolvConf)
-	if err := os.WriteFile(conf, append([]byte("nameserver ff02::1\n"), host...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(conf, append([]byte("nameserver ff02::1\n"), host...), 0o644))
 	p, err := modes.Derive(modes.Options{Mode: modes.ReadOnly, Workspace: dir, Allowlist: &modes.Allowlist{
 		Domains: []string{"a.test", "192.0.2.0/24"}, Resolve: map[string][]netip.Addr{"a.test": {netip.MustParseAddr("192.0.2.5")}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out, err := os.CreateTemp(dir, "out")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer out.Close()
 	c := &Cmd{Policy: p, Args: []string{"getent", "ahostsv4", "a.test"}, Stdout: out}
 	c.resolvConf = conf
 	res, err := c.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !slices.Contains(res.Enforcement.Layers, layerNetNS) {
 		t.Skipf("no net namespace here (%v): no stub resolver", res.Enforcement.Reasons)
 	}
