@@ -4,6 +4,9 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -82,4 +85,33 @@ func TestMetadataFilterChoice(t *testing.T) {
 	spec, err = prep.spec(true, "", 0, 0, "", "")
 	require.NoError(t, err)
 	assert.Contains(t, string(spec), "bpf2\x000\x00")
+}
+
+// TestSpecKeysMatchRunnerHeader: the option keys the supervisor writes into
+// the runner's spec are exactly the KEY_ table of the runner's header
+// (internal/runner/runner_linux.h), in the same order: a key added, renamed
+// or removed on one side only fails here, not in a runner that ignores it.
+func TestSpecKeysMatchRunnerHeader(t *testing.T) {
+	h, err := os.ReadFile("internal/runner/runner_linux.h")
+	require.NoError(t, err)
+	var header []string
+	for _, m := range regexp.MustCompile(`(?m)^#define KEY_\w+ "([^"]+)"`).FindAllSubmatch(h, -1) {
+		header = append(header, string(m[1]))
+	}
+	require.NotEmpty(t, header, "no KEY_ defines in the header")
+
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: t.TempDir()})
+	require.NoError(t, err)
+	prep, err := prepare(p, 0, nil, nil)
+	require.NoError(t, err)
+	defer prep.close()
+	spec, err := prep.spec(true, "", 0, 0, "", "")
+	require.NoError(t, err)
+	tok := strings.Split(string(spec), "\x00")
+	require.Equal(t, "dsh1", tok[0])
+	var keys []string
+	for i := 1; i+1 < len(tok) && tok[i] != "ops"; i += 2 {
+		keys = append(keys, tok[i])
+	}
+	assert.Equal(t, header, keys)
 }
