@@ -96,7 +96,23 @@ func (n *Notifier) bind(req *seccomp.Notif, rule seccomp.Rule) verdict {
 			return verdict{errno: unix.EFAULT}
 		}
 	}
-	sock, v, ok := n.bindSocket(req, rule, int(int32(a[0])), addr)
+	fd := int(int32(a[0]))
+	if v, ok := n.rebound(req, fd, addr); ok {
+		return v
+	}
+	v := n.bindFor(req, rule, fd, addr)
+	if !v.cont && !v.abandon && v.errno == 0 {
+		v.lost = n.bound(req, fd, addr)
+	}
+	return v
+}
+
+// bindFor binds the command's descriptor fd to addr, the address it gave,
+// or answers why not.
+func (n *Notifier) bindFor(req *seccomp.Notif, rule seccomp.Rule, fd int, addr []byte) verdict {
+	pid := int(req.Pid)
+	alen := len(addr)
+	sock, v, ok := n.bindSocket(req, rule, fd, addr)
 	if !ok {
 		return v
 	}

@@ -57,8 +57,11 @@ type Notifier struct {
 	relayStart uint64
 	keeper     int        // the runner's inner keeper, 0 with a pid namespace (SetKeeper)
 	own        ownSockets // socket files the sandbox bound
-	guard      OpenGuard  // what Landlock cannot stop in this run
-	egress     *Egress    // inet destinations under an allowlist, or nil
+	lost       lostBinds  // binds whose answer a signal lost (restart_linux.go)
+	// beforeAnswer, when set (by tests), runs before each answer.
+	beforeAnswer func(req *seccomp.Notif)
+	guard        OpenGuard // what Landlock cannot stop in this run
+	egress       *Egress   // inet destinations under an allowlist, or nil
 	// nocopy: this host refuses pidfd_getfd, so sockets are replaced, not
 	// copied (replace_linux.go).
 	nocopy bool
@@ -310,6 +313,9 @@ type verdict struct {
 	fact  *facts.Denial
 	// abandon: give no answer (the call was abandoned, see bounded_linux.go)
 	abandon bool
+	// lost, for a bind performed, is remembered should the answer be lost
+	// (restart_linux.go).
+	lost *lostBind
 }
 
 func allow() verdict { return verdict{cont: true} }
@@ -323,6 +329,9 @@ func (n *Notifier) deny(rule seccomp.Rule, errno unix.Errno, path, addr string) 
 // have come from another process), the answer fails and the fact is dropped
 // with it.
 func (n *Notifier) respond(req *seccomp.Notif, v verdict) {
+	if n.beforeAnswer != nil {
+		n.beforeAnswer(req)
+	}
 	var err error
 	switch {
 	case v.abandon:
@@ -336,6 +345,9 @@ func (n *Notifier) respond(req *seccomp.Notif, v verdict) {
 	}
 	if err == nil && v.fact != nil {
 		n.facts.Add(*v.fact)
+	}
+	if errors.Is(err, unix.ENOENT) && v.lost != nil {
+		n.lost.add(*v.lost)
 	}
 }
 

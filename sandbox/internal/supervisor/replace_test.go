@@ -72,7 +72,7 @@ func notifyProgram(t *testing.T) []byte {
 // startSandbox starts a filtered thread and a Notifier for it under policy
 // p (writable root ws); copies says whether the notifier may use
 // pidfd_getfd. It returns the thread and the notifier's denial log.
-func startSandbox(t *testing.T, ws string, copies, sharedFS bool) (sandboxThread, *facts.Log) {
+func startSandbox(t *testing.T, ws string, copies, sharedFS bool, setup ...func(*Notifier)) (sandboxThread, *facts.Log) {
 	t.Helper()
 	if !seccomp.NotifySupported() {
 		t.Skip("no seccomp user notification here")
@@ -108,6 +108,9 @@ func startSandbox(t *testing.T, ws string, copies, sharedFS bool) (sandboxThread
 		n.NoPidfdGetfd()
 	}
 	n.restricted.sharedFS = sharedFS
+	for _, f := range setup {
+		f(n)
+	}
 	go n.Run()
 	t.Cleanup(func() {
 		close(calls) // the thread ends, and with it the filter's last user
