@@ -15,7 +15,7 @@
 #   make bench       spawn-overhead benchmark of the CLI (bench/spawn.sh), the executor
 #                    benchmarks (bench/executor.sh) and the egress proxy's (bench/egress.sh)
 #   make install     build and install dsh-sandbox-run (and dsh-sandbox-mcp when cmd/dsh-sandbox-mcp
-#                    exists), the landlock-run link and the man page under PREFIX (/usr/local);
+#                    exists), the landlock-run link and the man pages under PREFIX (/usr/local);
 #                    DESTDIR stages it, STATIC=1 installs the static build
 #   make uninstall   remove what make install installed (same PREFIX, DESTDIR)
 #   make static      a fully static bin/dsh-sandbox-run (libseccomp.a, glibc), checked with readelf
@@ -150,6 +150,7 @@ install: build
 	$(INSTALL) -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/dsh-sandbox-run
 ifneq ($(HAVE_MCP),)
 	$(INSTALL) -m 0755 $(MCP_BIN) $(DESTDIR)$(BINDIR)/dsh-sandbox-mcp
+	$(INSTALL) -m 0644 docs/dsh-sandbox-mcp.1 $(DESTDIR)$(MANDIR)/man1/dsh-sandbox-mcp.1
 endif
 	ln -sfn dsh-sandbox-run $(DESTDIR)$(BINDIR)/landlock-run
 	$(INSTALL) -m 0644 docs/dsh-sandbox-run.1 $(DESTDIR)$(MANDIR)/man1/dsh-sandbox-run.1
@@ -158,7 +159,7 @@ endif
 # The landlock-run links go only where they are ours (a link to dsh-sandbox-run).
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/dsh-sandbox-run $(DESTDIR)$(BINDIR)/dsh-sandbox-mcp \
-	  $(DESTDIR)$(MANDIR)/man1/dsh-sandbox-run.1
+	  $(DESTDIR)$(MANDIR)/man1/dsh-sandbox-run.1 $(DESTDIR)$(MANDIR)/man1/dsh-sandbox-mcp.1
 	@for l in $(DESTDIR)$(BINDIR)/landlock-run:dsh-sandbox-run $(DESTDIR)$(MANDIR)/man1/landlock-run.1:dsh-sandbox-run.1; do \
 	  if [ "$$(readlink "$${l%:*}" 2>/dev/null)" = "$${l##*:}" ]; then echo "rm -f $${l%:*}"; rm -f "$${l%:*}"; fi; \
 	done
@@ -190,13 +191,13 @@ check-install: build
 	b="$$d/usr/bin"; m="$$d/usr/share/man/man1"; \
 	[ -x "$$b/dsh-sandbox-run" ] && [ "$$(readlink "$$b/landlock-run")" = dsh-sandbox-run ] && [ -f "$$m/dsh-sandbox-run.1" ] \
 	  && [ "$$(readlink "$$m/landlock-run.1")" = dsh-sandbox-run.1 ] || { echo "check-install: missing from $$d:" >&2; find "$$d" >&2; exit 1; }; \
-	if [ -n "$(HAVE_MCP)" ] && [ ! -x "$$b/dsh-sandbox-mcp" ]; then echo "check-install: no dsh-sandbox-mcp" >&2; exit 1; fi; \
+	if [ -n "$(HAVE_MCP)" ] && { [ ! -x "$$b/dsh-sandbox-mcp" ] || [ ! -f "$$m/dsh-sandbox-mcp.1" ]; }; then echo "check-install: no dsh-sandbox-mcp or its man page" >&2; exit 1; fi; \
 	"$$b/dsh-sandbox-run" --version >/dev/null; \
-	if command -v groff >/dev/null 2>&1; then w="$$(groff -man -ww -z "$$m/dsh-sandbox-run.1" 2>&1)"; \
-	  [ -z "$$w" ] || { echo "check-install: groff warns about the man page: $$w" >&2; exit 1; }; fi; \
+	if command -v groff >/dev/null 2>&1; then for p in "$$m"/dsh-sandbox-*.1; do w="$$(groff -man -ww -z "$$p" 2>&1)"; \
+	  [ -z "$$w" ] || { echo "check-install: groff warns about $$p: $$w" >&2; exit 1; }; done; fi; \
 	$(MAKE) --no-print-directory uninstall DESTDIR="$$d" PREFIX=/usr >/dev/null; \
 	left="$$(find "$$d" ! -type d)"; [ -z "$$left" ] || { echo "check-install: make uninstall left: $$left" >&2; exit 1; }; \
-	echo "check-install: make install put dsh-sandbox-run$(if $(HAVE_MCP),$(comma) dsh-sandbox-mcp), the landlock-run link and the man page in DESTDIR; make uninstall removed them"
+	echo "check-install: make install put dsh-sandbox-run$(if $(HAVE_MCP),$(comma) dsh-sandbox-mcp), the landlock-run link and the man pages in DESTDIR; make uninstall removed them"
 
 # Off Linux the packages compile and the sandbox's entry points return sandbox.ErrUnsupported,
 # so that a cross-platform harness links it; this keeps them compiling.

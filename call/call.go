@@ -22,6 +22,10 @@ type Context struct {
 	Agent *Agent
 	// ID is the tool call's id.
 	ID string
+	// Output, when not nil, receives what the call's command prints while
+	// it runs in the foreground, for progress reports (an MCP server's
+	// notifications/progress). It must return at once and not keep p.
+	Output func(p []byte)
 }
 
 // Owner is the owner key of a caller: its session, or "" with no agent.

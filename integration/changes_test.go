@@ -64,6 +64,9 @@ func TestChangeFacts(t *testing.T) {
 			{Op: "modified", Path: p("edit"), Type: "file", Size: 2, Mode: "0644"},
 			{Op: "created", Path: p("link"), Type: "symlink", Mode: "0777"},
 		}
+		for i := range want {
+			want[i].Root = ws // each change names its writable root
+		}
 		if !reflect.DeepEqual(rep.Changes, want) {
 			t.Fatalf("changes = %+v\nwant %+v", rep.Changes, want)
 		}
@@ -116,7 +119,7 @@ func TestChangeFactsCapped(t *testing.T) {
 		if *rep.ChangesDropped != 204 { // many/ and 1203 files, 1000 listed
 			t.Errorf("changesDropped = %d, want 204", *rep.ChangesDropped)
 		}
-		if want := (Change{Op: "created", Path: filepath.Join(e.ws, "many"), Type: "dir", Mode: "0755"}); rep.Changes[0] != want {
+		if want := (Change{Op: "created", Path: filepath.Join(e.ws, "many"), Type: "dir", Mode: "0755", Root: e.ws}); rep.Changes[0] != want {
 			t.Errorf("first change = %+v, want %+v", rep.Changes[0], want)
 		}
 		if want := filepath.Join(e.ws, "many", "f1"); rep.Changes[1].Path != want {
@@ -136,6 +139,42 @@ func TestChangeFactsCapped(t *testing.T) {
 	})
 }
 
+// TestChangeFactsCappedPerRoot: the cap is per writable root: 5,000 files
+// written under an --allow-write directory cannot crowd out the three the
+// command then writes in the workspace.
+func TestChangeFactsCappedPerRoot(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		e := newFSEnv(t, id, "workspace-write")
+		extra := id.outside(t)
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", e.ws, "--allow-write", extra),
+			Argv: bash(`cd ` + extra + ` && for i in $(seq 5000); do : > f$i; done && cd - >/dev/null && echo a > a && echo b > b && echo c > c`),
+			Dir:  e.ws})
+		requireExit(t, r, 0)
+		rep := requireReport(t, r)
+		var ws []string
+		inExtra := 0
+		for _, c := range rep.Changes {
+			switch c.Root {
+			case e.ws:
+				ws = append(ws, c.Path)
+			case extra:
+				inExtra++
+			default:
+				t.Errorf("change %+v: root %q, want the workspace or %s", c, c.Root, extra)
+			}
+		}
+		if want := []string{filepath.Join(e.ws, "a"), filepath.Join(e.ws, "b"), filepath.Join(e.ws, "c")}; !reflect.DeepEqual(ws, want) {
+			t.Errorf("the workspace's changes = %q, want %q", ws, want)
+		}
+		if inExtra != 1000 {
+			t.Errorf("%d changes listed in %s, want 1000", inExtra, extra)
+		}
+		if rep.ChangesDropped == nil || *rep.ChangesDropped != 4000 || rep.ChangesDroppedByRoot[extra] != 4000 {
+			t.Errorf("changesDropped = %v, by root %v; want 4000, all in %s", rep.ChangesDropped, rep.ChangesDroppedByRoot, extra)
+		}
+	})
+}
+
 // TestExecutorChangeFacts: the executor's result carries the change facts,
 // foreground and background, and the spill files it writes itself are not
 // the command's changes.
@@ -146,7 +185,7 @@ func TestExecutorChangeFacts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if want := []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "fg.txt"), Type: "file", Size: 2, Mode: "0644"}}; !reflect.DeepEqual(res.Sandbox.Changes, want) {
+	if want := []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "fg.txt"), Type: "file", Size: 2, Mode: "0644", Root: ws}}; !reflect.DeepEqual(res.Sandbox.Changes, want) {
 		t.Fatalf("foreground changes = %+v\nwant %+v", res.Sandbox.Changes, want)
 	}
 	if res.Stdout.SpillPath == "" {
@@ -164,8 +203,8 @@ func TestExecutorChangeFacts(t *testing.T) {
 		t.Fatalf("Wait: %v", err)
 	}
 	if want := []sandbox.Change{
-		{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "bg"), Type: "dir", Mode: "0755"},
-		{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "bg", "f"), Type: "file", Size: 2, Mode: "0644"},
+		{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "bg"), Type: "dir", Mode: "0755", Root: ws},
+		{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "bg", "f"), Type: "file", Size: 2, Mode: "0644", Root: ws},
 	}; !reflect.DeepEqual(bg.Sandbox.Changes, want) {
 		t.Fatalf("background changes = %+v\nwant %+v", bg.Sandbox.Changes, want)
 	}

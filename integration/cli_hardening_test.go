@@ -454,7 +454,7 @@ func TestFlagParsing(t *testing.T) {
 			t.Run(h, func(t *testing.T) {
 				r := id.run(t, runOpts{Flags: []string{h}, NoReport: true})
 				requireExit(t, r, 0)
-				for _, want := range []string{"usage: dsh-sandbox-run", "-- COMMAND", "--probe", "--allow-broad-workspace", "--timeout MS", "--setenv NAME=VALUE", "--keep-env NAME", "--clearenv", "--report FILE"} {
+				for _, want := range []string{"usage: dsh-sandbox-run", "-- COMMAND", "--probe", "--allow-broad-workspace", "--timeout DURATION", "--setenv NAME=VALUE", "--keep-env NAME", "--clearenv", "--report FILE"} {
 					if !strings.Contains(r.Stdout, want) {
 						t.Errorf("--help lacks %q:\n%s", want, r.Stdout)
 					}

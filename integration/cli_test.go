@@ -115,9 +115,15 @@ func TestDenialLinesAndQuiet(t *testing.T) {
 							denied = append(denied, l)
 						}
 					}
+					// Each line says how to allow it: the directory to make
+					// writable, or under read-only the mode that could.
+					suggest := "; allow with --allow-write " + out
+					if mode == "read-only" {
+						suggest = "; outside the workspace: under workspace-write, --allow-write " + out + " allows it"
+					}
 					want := []string{
-						fmt.Sprintf("%sdenied write %s (%s mode)", cliPrefix, filepath.Join(out, "a"), mode),
-						fmt.Sprintf("%sdenied write %s (%s mode)", cliPrefix, filepath.Join(out, "b"), mode),
+						fmt.Sprintf("%sdenied write %s (%s mode)%s", cliPrefix, filepath.Join(out, "a"), mode, suggest),
+						fmt.Sprintf("%sdenied write %s (%s mode)%s", cliPrefix, filepath.Join(out, "b"), mode, suggest),
 					}
 					if strings.Join(denied, "\n") != strings.Join(want, "\n") {
 						t.Errorf("runner lines =\n%s\nwant\n%s", strings.Join(denied, "\n"), strings.Join(want, "\n"))
@@ -203,7 +209,9 @@ type probeJSON struct {
 	Allowlist  string               `json:"allowlist"`
 	Caches     string               `json:"caches"`
 	Loopback   string               `json:"loopback"`
-	Confined   bool                 `json:"confined"`
+	// CredentialFiles: "sanitized" or "hidden".
+	CredentialFiles string `json:"credentialFiles"`
+	Confined        bool   `json:"confined"`
 }
 
 func parseProbe(t *testing.T, r result) probeJSON {
@@ -364,4 +372,52 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// TestReportDescribesCommand: the report names the command's argv, the
+// directory it ran in and how long it took; a command that never ran has
+// the argv and cwd, and no duration.
+func TestReportDescribesCommand(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.workspace(t)
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws), Argv: bash("sleep 0.3"), Dir: ws})
+		requireExit(t, r, 0)
+		rep := requireReport(t, r)
+		if want := []string{"bash", "-c", "sleep 0.3"}; strings.Join(rep.Argv, "\x00") != strings.Join(want, "\x00") {
+			t.Errorf("argv = %q, want %q", rep.Argv, want)
+		}
+		if rep.Cwd != ws {
+			t.Errorf("cwd = %q, want %q", rep.Cwd, ws)
+		}
+		if rep.DurationMs == nil || *rep.DurationMs < 300 {
+			t.Errorf("durationMs = %v, want at least 300", rep.DurationMs)
+		}
+		r = id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws, "--allow-write", "/nonexistent-dsh-it"), Argv: bash("true"), Dir: ws})
+		requireExit(t, r, 125)
+		if rep = requireReport(t, r); rep.DurationMs != nil || rep.Cwd != ws || len(rep.Argv) != 3 {
+			t.Errorf("a command that never ran: durationMs %v (want none), cwd %q, argv %q", rep.DurationMs, rep.Cwd, rep.Argv)
+		}
+	})
+}
+
+// TestProxyVariablesDroppedWithNetworkOff: with the network off the
+// caller's proxy variables (whose URL may carry a password) do not reach
+// the command; with it on they do.
+func TestProxyVariablesDroppedWithNetworkOff(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.workspace(t)
+		env := []string{"HTTPS_PROXY=http://me:hunter2@127.0.0.1:9", "http_proxy=http://me:hunter2@127.0.0.1:9"}
+		for _, mode := range []string{"read-only", "workspace-write"} {
+			r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: []string{"env"}, Dir: ws, Env: env})
+			requireExit(t, r, 0)
+			if strings.Contains(r.Stdout, "hunter2") {
+				t.Errorf("%s: the proxy's password reached the command: %q", mode, r.Stdout)
+			}
+		}
+		r := id.run(t, runOpts{Flags: sandboxFlags("workspace-write", ws, "--network"), Argv: []string{"env"}, Dir: ws, Env: env})
+		requireExit(t, r, 0)
+		if !strings.Contains(r.Stdout, "HTTPS_PROXY=http://me:hunter2@127.0.0.1:9") {
+			t.Errorf("--network: the command needs the caller's proxy: %q", r.Stdout)
+		}
+	})
 }

@@ -325,7 +325,7 @@ func requireReasonedDenial(t *testing.T, r result, mode, op, target, reason stri
 		if !strings.Contains(d.Reason, reason) {
 			t.Errorf("denial %v: reason %q, want it to contain %q", d, d.Reason, reason)
 		}
-		if line := fmt.Sprintf("%sdenied %s %s (%s mode, %s)", cliPrefix, op, target, mode, d.Reason); !hasLine(r.Stderr, line) {
+		if line := fmt.Sprintf("%sdenied %s %s (%s mode, %s)", cliPrefix, op, target, mode, d.Reason); !hasDenialLine(r.Stderr, line) {
 			t.Errorf("stderr lacks %q: %q", line, r.Stderr)
 		}
 		return

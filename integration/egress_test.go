@@ -345,7 +345,7 @@ func requireEgressDenial(t *testing.T, r result, address, syscall, reason string
 			line += ", " + d.Reason
 		}
 		line += ")"
-		if !hasLine(r.Stderr, line) {
+		if !hasDenialLine(r.Stderr, line) {
 			t.Errorf("stderr lacks %q: %q", line, r.Stderr)
 		}
 		return
@@ -393,6 +393,8 @@ type allowlistJSON struct {
 	Domains []string `json:"domains"`
 	Deny    []string `json:"deny"`
 	Hosts   []string `json:"hosts"`
+	// Upstream is the caller's proxy, without credentials.
+	Upstream map[string]string `json:"upstream"`
 }
 
 // packageServer stands in for the registries: git over smart HTTP
@@ -708,7 +710,7 @@ done`
 			if found["evil.test"] != "not in the allowlist" || found["private.test"] != "resolves to a private address 10.1.2.3" {
 				t.Errorf("resolve facts = %v, want evil.test not in the allowlist and private.test private", found)
 			}
-			if line := cliPrefix + "denied resolve evil.test (workspace-write mode, not in the allowlist)"; !hasLine(r.Stderr, line) {
+			if line := cliPrefix + "denied resolve evil.test (workspace-write mode, not in the allowlist)"; !hasDenialLine(r.Stderr, line) {
 				t.Errorf("stderr lacks %q: %q", line, r.Stderr)
 			}
 			return

@@ -74,7 +74,7 @@ func TestOwnLoopback(t *testing.T) {
 						{fmt.Sprintf("127.0.0.1:%d", port), "the sandbox's loopback is its own: the host's listener on this port is out of reach"},
 						{"192.0.2.1:80", "the network is off: only the sandbox's own loopback is reachable"},
 					} {
-						if line := fmt.Sprintf("%sdenied connect %s (%s mode, %s)", cliPrefix, d.addr, mode, d.why); !hasLine(r.Stderr, line) {
+						if line := fmt.Sprintf("%sdenied connect %s (%s mode, %s)", cliPrefix, d.addr, mode, d.why); !hasDenialLine(r.Stderr, line) {
 							t.Errorf("stderr lacks %q: %q", line, r.Stderr)
 						}
 					}

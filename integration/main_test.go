@@ -383,6 +383,9 @@ type Report struct {
 	Allowlist      *allowlistJSON `json:"allowlist"`
 	Workspace      string         `json:"workspace"`
 	Transaction    string         `json:"transaction"`
+	Argv           []string       `json:"argv"`
+	Cwd            string         `json:"cwd"`
+	DurationMs     *int64         `json:"durationMs"`
 	ExitCode       *int           `json:"exitCode"`
 	Signal         string         `json:"signal"`
 	TimedOut       *bool          `json:"timedOut"`
@@ -400,17 +403,19 @@ type ReportSandbox struct {
 		LandlockABI int      `json:"landlockAbi"`
 		Limits      string   `json:"limits"`
 		Masked      []struct {
-			Path   string   `json:"path"`
-			Layers []string `json:"layers"`
+			Path      string   `json:"path"`
+			Layers    []string `json:"layers"`
+			Sanitized bool     `json:"sanitized"`
 		} `json:"masked"`
 		Caches []string `json:"caches"`
 	} `json:"enforcement"`
-	Denied         bool     `json:"denied"`
-	Denials        []Denial `json:"denials"`
-	DenialsDropped *int     `json:"denialsDropped"`
-	Changes        []Change `json:"changes"`
-	ChangesDropped *int     `json:"changesDropped"`
-	Usage          *struct {
+	Denied               bool           `json:"denied"`
+	Denials              []Denial       `json:"denials"`
+	DenialsDropped       *int           `json:"denialsDropped"`
+	Changes              []Change       `json:"changes"`
+	ChangesDropped       *int           `json:"changesDropped"`
+	ChangesDroppedByRoot map[string]int `json:"changesDroppedByRoot"`
+	Usage                *struct {
 		PeakMemoryBytes *int64 `json:"peakMemoryBytes"`
 		CPUTimeMs       *int64 `json:"cpuTimeMs"`
 		PeakPids        *int64 `json:"peakPids"`
@@ -426,6 +431,25 @@ type Denial struct {
 	Errno   string `json:"errno"`
 	Count   int    `json:"count"`
 	Reason  string `json:"reason"`
+	Suggest *struct {
+		Setting string `json:"setting"`
+		Value   string `json:"value"`
+		Flag    string `json:"flag"`
+		Config  string `json:"config"`
+		Cannot  string `json:"cannot"`
+	} `json:"suggest"`
+}
+
+// suffix is how the denial's stderr line ends after "(<mode> mode...)":
+// "; allow with FLAG", "; WHY NOT", or nothing without a suggestion.
+func (d Denial) suffix() string {
+	switch {
+	case d.Suggest == nil:
+		return ""
+	case d.Suggest.Cannot != "":
+		return "; " + d.Suggest.Cannot
+	}
+	return "; allow with " + d.Suggest.Flag
 }
 
 // Change is one change fact.
@@ -436,6 +460,7 @@ type Change struct {
 	Type string `json:"type,omitempty"`
 	Size int64  `json:"size,omitempty"`
 	Mode string `json:"mode,omitempty"`
+	Root string `json:"root,omitempty"`
 }
 
 func (d Denial) target() string {
@@ -638,6 +663,7 @@ func requireDenial(t *testing.T, r result, mode, op string, targets ...string) {
 				}
 				line := fmt.Sprintf("%sdenied %s %s (%s mode)", cliPrefix, op, tg, mode)
 				withReason := strings.TrimSuffix(line, ")") + ", " + d.Reason + ")"
+				line, withReason = line+d.suffix(), withReason+d.suffix()
 				if !hasLine(r.Stderr, line) && (d.Reason == "" || !hasLine(r.Stderr, withReason)) {
 					t.Errorf("stderr lacks the denial line %q; stderr=%q", line, r.Stderr)
 				}
@@ -705,6 +731,17 @@ func lines(s string) []string {
 		}
 	}
 	return out
+}
+
+// hasDenialLine reports whether s has the denial line want, alone or
+// followed by its suggestion ("; allow with ...", "; <why not>").
+func hasDenialLine(s, want string) bool {
+	for _, l := range strings.Split(s, "\n") {
+		if l == want || strings.HasPrefix(l, want+"; ") {
+			return true
+		}
+	}
+	return false
 }
 
 func hasLine(s, want string) bool {
@@ -877,7 +914,7 @@ func requireSyscallDenial(t *testing.T, r result, mode string, ops []string, nam
 			want = append(want, fmt.Sprintf("%sdenied %s (%s mode)", cliPrefix, d.Op, mode))
 		}
 		for _, w := range want {
-			if hasLine(r.Stderr, w) {
+			if hasLine(r.Stderr, w+d.suffix()) {
 				return
 			}
 		}

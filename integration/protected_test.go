@@ -35,6 +35,7 @@ func TestProtectedNamesHeld(t *testing.T) {
 					Flags: sandboxFlags("workspace-write", ws),
 					Wrap:  cfg.wrap(),
 					Argv: bash(`echo pwned > .envrc
+						echo 'network = true' > .dsh-sandbox.toml
 						mkdir .idea; echo x > .idea/workspace.xml
 						echo '{"tasks":[]}' > .vscode/tasks.json
 						echo pwned >> .vscode/settings.json
@@ -49,7 +50,7 @@ func TestProtectedNamesHeld(t *testing.T) {
 					Dir: ws,
 				})
 				requireExit(t, r, 0)
-				for _, n := range []string{".envrc", ".idea", ".vscode/tasks.json", ".mcp.json", ".claude", ".codex", ".agents", ".cursor", ".devcontainer", ".gitmodules"} {
+				for _, n := range []string{".envrc", ".dsh-sandbox.toml", ".idea", ".vscode/tasks.json", ".mcp.json", ".claude", ".codex", ".agents", ".cursor", ".devcontainer", ".gitmodules"} {
 					requireAbsent(t, filepath.Join(ws, n))
 				}
 				requireContent(t, filepath.Join(ws, ".vscode/settings.json"), "orig")

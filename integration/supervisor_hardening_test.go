@@ -338,7 +338,7 @@ func requireRightsRefusedCLI(t *testing.T, r result, mode string) {
 	if d := rep.Denials; len(d) != 1 || d[0].Op != "send" || d[0].Syscall != "sendmsg" || d[0].Reason != rightsRefusal {
 		t.Errorf("denials = %+v, want one send by sendmsg, %q", d, rightsRefusal)
 	}
-	if line := fmt.Sprintf("%sdenied send sendmsg (%s mode, %s)", cliPrefix, mode, rightsRefusal); !hasLine(r.Stderr, line) {
+	if line := fmt.Sprintf("%sdenied send sendmsg (%s mode, %s)", cliPrefix, mode, rightsRefusal); !hasDenialLine(r.Stderr, line) {
 		t.Errorf("stderr lacks %q: %q", line, r.Stderr)
 	}
 }

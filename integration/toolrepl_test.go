@@ -57,7 +57,7 @@ func TestToolLayerEscalation(t *testing.T) {
 			"[sandbox: file access denied under read-only mode]\n[sandbox: escalation available — retry this exact command once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]\n[exit code: 1]",
 			"approval: session it, bash call call-2 asks to run\n  command:   echo a > a-" + n + "\n  about:     Write a file\n",
 			"\n  mode:      read-only -> workspace-write\n  because:   The file is the deliverable.\n  last run:  denied write ",
-			"/a-" + n + " (read-only mode)\nallow once? [y/n] ",
+			"/a-" + n + " (read-only mode); allow with --mode workspace-write\nallow once? [y/n] ",
 			"approval: session it, bash call call-4 asks to run\n  command:   echo c > c-" + n + "\n",
 			"Error: the user rejected escalating this command to \"workspace-write\"",
 		} {

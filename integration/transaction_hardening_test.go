@@ -261,7 +261,7 @@ func TestTransactionCommitStripsSetID(t *testing.T) {
 		if want := "755\n4755\n"; r.Stdout != want {
 			t.Errorf("stdout = %q, want %q: stripped at once; the workspace's own file keeps its bits in the overlay", r.Stdout, want)
 		}
-		if want := cliPrefix + "denied chmod " + filepath.Join(e.ws, "suid") + " (workspace-write mode, set-ID bits not applied)\n"; !strings.Contains(r.Stderr, want) {
+		if want := cliPrefix + "denied chmod " + filepath.Join(e.ws, "suid") + " (workspace-write mode, set-ID bits not applied); no confined mode allows it\n"; !strings.Contains(r.Stderr, want) {
 			t.Errorf("stderr lacks %q: %q", want, r.Stderr)
 		}
 		c := e.cli(t, "commit", e.tx)

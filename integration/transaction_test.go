@@ -179,6 +179,9 @@ func TestTransactionCommit(t *testing.T) {
 			{Op: "created", Path: p("new"), Type: "file", Size: 4, Mode: "0644"},
 			{Op: "mode", Path: p("run.sh"), Type: "file", Size: 10, Mode: "0755"},
 		}
+		for i := range want {
+			want[i].Root = e.ws // a transaction's changes are the workspace's
+		}
 		if !reflect.DeepEqual(rep.Changes, want) {
 			t.Errorf("report changes = %+v\nwant %+v", rep.Changes, want)
 		}
@@ -215,6 +218,9 @@ func TestTransactionCommit(t *testing.T) {
 		var listed []Change
 		if err := json.Unmarshal([]byte(c.Stdout), &listed); err != nil {
 			t.Fatalf("changes: %v: %s", err, c.Stdout)
+		}
+		for i := range want {
+			want[i].Root = "" // the transaction's listing is the workspace's alone
 		}
 		if !reflect.DeepEqual(listed, want) {
 			t.Errorf("changes lists %+v\nwant %+v", listed, want)
@@ -278,7 +284,7 @@ func TestTransactionDiscard(t *testing.T) {
 			t.Errorf("stdout = %q, want %q", r.Stdout, "gone\n")
 		}
 		rep := requireReport(t, r)
-		if want := []Change{{Op: "removed", Path: filepath.Join(e.ws, "src")}}; !reflect.DeepEqual(rep.Changes, want) {
+		if want := []Change{{Op: "removed", Path: filepath.Join(e.ws, "src"), Root: e.ws}}; !reflect.DeepEqual(rep.Changes, want) {
 			t.Errorf("report changes = %+v, want %+v", rep.Changes, want)
 		}
 		requireTreeUnchanged(t, e.ws, before, "a command in a transaction changes nothing in the workspace")
@@ -616,7 +622,7 @@ func TestTransactionSecrets(t *testing.T) {
 			t.Errorf("the secret leaked: %v", r)
 		}
 		rep := requireReport(t, r)
-		if want := []Change{{Op: "created", Path: filepath.Join(e.ws, "other"), Type: "file", Size: 3, Mode: "0644"}}; !reflect.DeepEqual(rep.Changes, want) {
+		if want := []Change{{Op: "created", Path: filepath.Join(e.ws, "other"), Type: "file", Size: 3, Mode: "0644", Root: e.ws}}; !reflect.DeepEqual(rep.Changes, want) {
 			t.Errorf("report changes = %+v, want %+v", rep.Changes, want)
 		}
 		c := e.cli(t, "commit", e.tx)

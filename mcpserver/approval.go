@@ -30,7 +30,11 @@ func (a approver) Approve(ctx context.Context, r tool.ApprovalRequest) tool.Appr
 	if ip := x.ss.InitializeParams(); ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
 		return tool.Unavailable
 	}
-	res, err := x.ss.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: approvalMessage(r), RequestedSchema: noFields})
+	schema := any(noFields)
+	if len(r.Grants) > 0 {
+		schema = choiceSchema(r)
+	}
+	res, err := x.ss.Elicit(ctx, &mcp.ElicitParams{Mode: "form", Message: approvalMessage(r), RequestedSchema: schema})
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return tool.Cancelled
@@ -39,6 +43,9 @@ func (a approver) Approve(ctx context.Context, r tool.ApprovalRequest) tool.Appr
 	}
 	switch res.Action {
 	case "accept":
+		if len(r.Grants) > 0 && res.Content[allowField] == allowJust {
+			return tool.AllowedGrants
+		}
 		return tool.AllowedOnce
 	case "decline":
 		return tool.Rejected
@@ -46,6 +53,38 @@ func (a approver) Approve(ctx context.Context, r tool.ApprovalRequest) tool.Appr
 		return tool.Cancelled
 	}
 	return tool.Unavailable
+}
+
+// The approval form's one field when narrower grants can be offered: allow
+// just what the denials suggested, or the wider mode.
+const (
+	allowField = "allow"
+	allowJust  = "just-these"
+	allowMode  = "mode"
+)
+
+// choiceSchema is the requested schema offering "allow just these" next to
+// "allow the mode", the narrow choice first and the form's default.
+func choiceSchema(r tool.ApprovalRequest) map[string]any {
+	var just []string
+	for _, g := range r.Grants {
+		just = append(just, g.Flag)
+	}
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			allowField: map[string]any{
+				"type":        "string",
+				"title":       "Allow",
+				"description": "Allow just these (" + printable.Text(strings.Join(just, ", ")) + ") in " + r.Current.String() + " mode, or the whole " + r.Requested.String() + " mode, for this one call.",
+				"enum":        []string{allowJust, allowMode},
+				"enumNames":   []string{"Just these, in " + r.Current.String() + " mode", "The " + r.Requested.String() + " mode"},
+				"default":     allowJust,
+			},
+		},
+		// Not required: a client that accepts without filling the form
+		// (content {}) gets the mode it was asked for, as before.
+	}
 }
 
 // maxDenialLines is how many of the previous run's denials the message
@@ -71,6 +110,15 @@ func approvalMessage(r tool.ApprovalRequest) string {
 			break
 		}
 		fmt.Fprintf(&b, "Last run: %s\n", d.Line(r.Current))
+	}
+	if len(r.Grants) > 0 {
+		b.WriteString("\nNarrower: allow just")
+		for _, g := range r.Grants {
+			fmt.Fprintf(&b, " %s", printable.Text(g.Flag))
+		}
+		fmt.Fprintf(&b, " for this call, keeping %s mode.\n", r.Current)
+		b.WriteString("\nAccept runs only this call, with what you choose; decline refuses it.")
+		return b.String()
 	}
 	b.WriteString("\nAccept runs only this call in the wider mode; decline refuses it.")
 	return b.String()

@@ -4,6 +4,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -39,6 +40,10 @@ func (s *Server) workspace(ctx context.Context, x *session) (string, error) {
 			return "", err
 		}
 	}
+	if ws == "" && s.needRoot {
+		// Asked again at the next call: the client may add a root.
+		return "", errNoRoot
+	}
 	x.mu.Lock()
 	if x.gen == gen {
 		x.workspace, x.rootsRead = ws, true
@@ -46,6 +51,10 @@ func (s *Server) workspace(ctx context.Context, x *session) (string, error) {
 	x.mu.Unlock()
 	return ws, nil
 }
+
+// errNoRoot refuses a call of a server without a workspace of its own
+// (Options.RequireRoots) whose client gives no file:// root.
+var errNoRoot = errors.New("no workspace: the server was started in a directory too broad to be one, and this client gives no file:// root (MCP roots); start the server with --workspace DIR, or in the project")
 
 // rootsChanged makes the session read its roots again at its next call.
 func (s *Server) rootsChanged(_ context.Context, r *mcp.RootsListChangedRequest) {

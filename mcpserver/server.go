@@ -68,6 +68,15 @@ type Options struct {
 	Implementation *mcp.Implementation
 	// Logger receives the SDK's logs; nil discards them.
 	Logger *slog.Logger
+	// RequireRoots (with Roots) makes every session's workspace its
+	// client's first file:// root: the executor's own workspace is not one
+	// (the server started in a directory too broad to be a workspace), and
+	// a call whose client gives no such root is refused with one line.
+	RequireRoots bool
+	// ProgressInterval is how often a tools/call with a progress token
+	// gets notifications/progress while its command runs (0:
+	// DefaultProgressInterval).
+	ProgressInterval time.Duration
 }
 
 // Server is an MCP server exposing the sandboxed bash tool and the task
@@ -79,7 +88,9 @@ type Server struct {
 	bash     *tool.Bash
 	sessions *tool.SessionModes
 	roots    bool
+	needRoot bool
 	bgCancel context.CancelFunc
+	progress time.Duration
 
 	mu       sync.Mutex
 	byConn   map[*mcp.ServerSession]*session
@@ -116,8 +127,11 @@ func New(o Options) (*Server, error) {
 		}
 	}
 	bg, bgCancel := context.WithCancel(context.Background())
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = DefaultProgressInterval
+	}
 	s := &Server{
-		exec: exec, sessions: &tool.SessionModes{}, roots: o.Roots, bgCancel: bgCancel,
+		exec: exec, sessions: &tool.SessionModes{}, roots: o.Roots, needRoot: o.Roots && o.RequireRoots, bgCancel: bgCancel, progress: o.ProgressInterval,
 		byConn: map[*mcp.ServerSession]*session{}, byID: map[string]*session{},
 	}
 	s.rt = tasks.New(tasks.Options{Limit: o.TaskLimit, Notifier: notifier{s}})
@@ -304,7 +318,16 @@ func (s *Server) handler(t call.Tool) mcp.ToolHandler {
 		if len(args) == 0 {
 			args = json.RawMessage(`{}`)
 		}
-		res := t.Call(ctx, call.Context{Agent: &call.Agent{Session: x.id, Workspace: ws}, ID: id}, args)
+		c := call.Context{Agent: &call.Agent{Session: x.id, Workspace: ws}, ID: id}
+		// A client that asked for progress gets the command's last output
+		// line every few seconds: long calls outlive its request timeout
+		// when it resets that timeout on progress.
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			p := &progress{}
+			c.Output = p.write
+			defer p.report(ctx, req.Session, tok, s.progress)()
+		}
+		res := t.Call(ctx, c, args)
 		return result(res, x.takeNotices()), nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +103,14 @@ func connect(t *testing.T, s *Server, answer string, roots ...*mcp.Root) *client
 			c.mu.Lock()
 			c.elicits = append(c.elicits, r.Params.Message)
 			c.mu.Unlock()
-			return &mcp.ElicitResult{Action: answer}, nil
+			// "accept:VALUE" accepts with the form's one field set.
+			action, value, _ := strings.Cut(answer, ":")
+			if value != "" {
+				return &mcp.ElicitResult{Action: action, Content: map[string]any{"allow": value}}, nil
+			}
+			// Accepted without filling the form, as a client that shows
+			// no fields does.
+			return &mcp.ElicitResult{Action: answer, Content: map[string]any{}}, nil
 		}
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts)
@@ -247,7 +255,7 @@ func TestBashCall(t *testing.T) {
 	require.NoError(t, err)
 	var facts sandbox.Facts
 	require.NoError(t, json.Unmarshal(raw, &facts), "%s", raw)
-	assert.Equal(t, []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "made2"), Type: "file", Size: 2, Mode: "0644"}}, facts.Changes)
+	assert.Equal(t, []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "made2"), Type: "file", Size: 2, Mode: "0644", Root: ws}}, facts.Changes)
 	assert.Equal(t, "workspace-write", facts.Mode.String())
 }
 
@@ -297,7 +305,8 @@ func TestEscalation(t *testing.T) {
 				"Workdir: " + ws + "\n",
 				"Mode: workspace-write -> danger-full-access\n",
 				"Justification: " + justify + "\n",
-				"Last run: denied write " + target + " (workspace-write mode)\n",
+				// What was denied, and the one flag that would allow it.
+				"Last run: denied write " + target + " (workspace-write mode); allow with --allow-write " + filepath.Dir(target) + "\n",
 			} {
 				assert.Contains(t, elicits[0], want)
 			}
@@ -306,6 +315,42 @@ func TestEscalation(t *testing.T) {
 			again, _ := c.text(t, tool.Name, bashArgs("echo y > "+filepath.Join(out, "again")))
 			assert.Contains(t, again, denied)
 			assert.NoFileExists(t, filepath.Join(out, "again"))
+		})
+	}
+}
+
+// TestEscalationJustThese: where the last run's denials suggest narrow
+// grants, the elicitation offers "just these" next to the mode; choosing
+// them runs the call in its own mode with those directories writable.
+func TestEscalationJustThese(t *testing.T) {
+	for _, tc := range []struct {
+		answer, mode string
+	}{
+		{"accept:just-these", "workspace-write"},
+		{"accept:mode", "danger-full-access"},
+	} {
+		t.Run(tc.answer, func(t *testing.T) {
+			s, _ := newServer(t, Options{})
+			c := connect(t, s, tc.answer)
+			out := outsideDir(t)
+			command := "echo x > " + filepath.Join(out, "f")
+			_, isErr := c.text(t, tool.Name, bashArgs(command))
+			require.False(t, isErr)
+			ctx := context.Background()
+			res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool.Name,
+				Arguments: bashArgs(command, "sandbox_permissions", "danger-full-access", "justification", justify)})
+			require.NoError(t, err)
+			require.False(t, res.IsError)
+			assert.FileExists(t, filepath.Join(out, "f"))
+			b, err := json.Marshal(res.Meta[MetaSandbox])
+			require.NoError(t, err)
+			var facts sandbox.Facts
+			require.NoError(t, json.Unmarshal(b, &facts))
+			assert.Equal(t, tc.mode, facts.Mode.String())
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			require.Len(t, c.elicits, 1)
+			assert.Contains(t, c.elicits[0], "Narrower: allow just --allow-write "+out+" for this call, keeping workspace-write mode.\n")
 		})
 	}
 }
@@ -593,4 +638,58 @@ func TestCancelledCall(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	assert.Equal(t, 0, testhost.CountProcs(t, "sleep", arg), "the cancelled call's command still runs")
+}
+
+// TestProgressNotifications: a call with a progress token gets
+// notifications/progress while its command runs, with the token, an
+// increasing progress and the output's last line; a call without one gets
+// none.
+func TestProgressNotifications(t *testing.T) {
+	s, _ := newServer(t, Options{ProgressInterval: testtime.Scale(100 * time.Millisecond)})
+	var mu sync.Mutex
+	var got []*mcp.ProgressNotificationParams
+	cl := mcp.NewClient(&mcp.Implementation{Name: "progress-client", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			got = append(got, r.Params)
+			mu.Unlock()
+		},
+	})
+	ct, st := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	_, err := s.MCP().Connect(ctx, st, nil)
+	require.NoError(t, err)
+	cs, err := cl.Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+
+	cmd := "echo one; sleep " + sleepSecs(1) + "; printf 'two\\x1b[31m\\n'; sleep " + sleepSecs(1)
+	params := &mcp.CallToolParams{Name: tool.Name, Arguments: bashArgs(cmd)}
+	params.SetProgressToken("tok-1")
+	res, err := cs.CallTool(ctx, params)
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, got, "no progress notification")
+	var msgs []string
+	for i, p := range got {
+		assert.Equal(t, "tok-1", p.ProgressToken)
+		assert.Equal(t, float64(i+1), p.Progress)
+		msgs = append(msgs, p.Message)
+	}
+	assert.Contains(t, msgs, "one")
+	assert.Contains(t, msgs, `two\x1b[31m`, "the last line, escaped")
+
+	n := len(got)
+	mu.Unlock()
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: tool.Name, Arguments: bashArgs("sleep " + sleepSecs(1))})
+	require.NoError(t, err)
+	mu.Lock()
+	assert.Len(t, got, n, "a call without a progress token gets none")
+}
+
+// sleepSecs is n seconds, scaled as the tests' deadlines are.
+func sleepSecs(n float64) string {
+	return strconv.FormatFloat(testtime.Scale(time.Duration(n*float64(time.Second))).Seconds(), 'f', 2, 64)
 }

@@ -41,7 +41,7 @@ type cmdState struct {
 	notifier       *supervisor.Notifier
 	changed        *changes.Tracker // nil without a supervisor
 	changes        []Change         // settled once the command's processes are gone
-	changesDropped int
+	changesDropped map[string]int   // by writable root
 	// txHold holds Transaction (see transaction.Tx.Hold); the runner's
 	// processes inherit its files, past the fds of ExtraFiles.
 	txHold *transaction.Hold
@@ -643,8 +643,13 @@ func (c *Cmd) transactionChanges() {
 		c.enf.Reasons = append(c.enf.Reasons, "transaction: cannot list the changes: "+err.Error())
 		return
 	}
+	// A transaction's changes are all in the workspace, its one root.
+	for i := range all {
+		all[i].Root = c.Policy.Workspace
+	}
+	c.changesDropped = nil
 	if len(all) > MaxChanges {
-		c.changes, c.changesDropped = all[:MaxChanges], len(all)-MaxChanges
+		c.changes, c.changesDropped = all[:MaxChanges], map[string]int{c.Policy.Workspace: len(all) - MaxChanges}
 		return
 	}
 	c.changes = all
@@ -661,7 +666,19 @@ func (c *Cmd) Wait() (*Result, error) {
 	c.waitOnce.Do(func() {
 		<-c.done
 		r := &Result{Facts: Facts{Mode: c.Policy.Mode, Enforcement: c.enf, Denials: c.facts.List(), DenialsDropped: c.facts.Dropped(),
-			Changes: c.changes, ChangesDropped: c.changesDropped, Usage: c.usage}}
+			Changes: c.changes, Usage: c.usage}}
+		for root, n := range c.changesDropped {
+			if n > 0 {
+				if r.ChangesDroppedByRoot == nil {
+					r.ChangesDroppedByRoot = map[string]int{}
+				}
+				r.ChangesDroppedByRoot[root] = n
+				r.ChangesDropped += n
+			}
+		}
+		for i := range r.Denials {
+			r.Denials[i].Suggest = facts.Suggest(r.Denials[i], c.Policy)
+		}
 		if r.Denials == nil {
 			r.Denials = []Denial{}
 		}
@@ -771,8 +788,13 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.Fi
 	if env == nil {
 		env = os.Environ()
 	}
-	if eg != nil {
+	switch {
+	case eg != nil:
 		env = append(withoutProxyEnv(env), eg.proxyEnv()...)
+	case c.Policy.Mode.Confines() && !c.Policy.Network:
+		// With the network off the caller's proxy is out of reach, and its
+		// URL may carry a password.
+		env = withoutProxyEnv(env)
 	}
 	// The control socket is the runner's fd 3; the command's extra files
 	// follow it, and the runner moves them down to 3.. in the command.

@@ -172,6 +172,9 @@ func (e *EgressProxy) newSession(al *modes.Allowlist, mode modes.Mode, log *fact
 		Policy:  al,
 		Mode:    mode.String() + " mode",
 		Resolve: pinned(al.Resolve),
+		// The caller's proxy, its credentials included: they stay in
+		// the supervisor (the command's HTTPS_PROXY is the sandbox's).
+		Upstream: upstream(al.Upstream),
 		// One quota for all the command's listeners and connections.
 		Quota: egress.NewQuota(egress.DefaultMaxConns),
 		OnDeny: func(d egress.Denial) {
@@ -323,4 +326,12 @@ func withoutProxyEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
+}
+
+// upstream is the egress form of the allowlist's upstream proxy (nil: none).
+func upstream(u *modes.Upstream) *egress.Upstream {
+	if u == nil {
+		return nil
+	}
+	return &egress.Upstream{HTTPS: u.HTTPS, HTTP: u.HTTP, NoProxy: u.NoProxy}
 }

@@ -32,7 +32,7 @@ func ExampleCmd_Run() {
 	}
 	// Output:
 	// exit code: 1
-	// denied write /etc/dsh-example (read-only mode)
+	// denied write /etc/dsh-example (read-only mode); outside the workspace: under workspace-write, --allow-write /etc allows it
 }
 
 // Probe tells what this host can enforce, by running `true` under each mode.

@@ -28,11 +28,15 @@ type Facts struct {
 	DenialsDropped int `json:"denialsDropped"`
 	// Changes are the paths in the writable roots the command created,
 	// modified, removed, renamed or changed the mode of, in the order it
-	// first named them (at most MaxChanges; confined modes with the
-	// supervisor only, see Change for what can be missed).
+	// first named them, each with its root (at most MaxChanges per root;
+	// confined modes with the supervisor only, see Change for what can be
+	// missed).
 	Changes []Change `json:"changes"`
-	// ChangesDropped counts the changes left out of Changes.
-	ChangesDropped int `json:"changesDropped"`
+	// ChangesDropped counts the changes left out of Changes;
+	// ChangesDroppedByRoot splits it by writable root (only roots that
+	// left some out).
+	ChangesDropped       int            `json:"changesDropped"`
+	ChangesDroppedByRoot map[string]int `json:"changesDroppedByRoot,omitempty"`
 	// Usage is what the command used, where a cgroup of its own measured
 	// it (nil otherwise); limits it hit are Denials with op "limit".
 	Usage *Usage `json:"usage,omitempty"`
@@ -51,6 +55,10 @@ type Facts struct {
 // an abstract unix socket "@name", or a terminal ioctl), Count times. Its
 // methods Target and Line render it.
 type Denial = facts.Denial
+
+// Suggestion is a denial's Suggest: the setting that allows exactly it, as
+// a flag and a policy file line, or why no confined mode does.
+type Suggestion = facts.Suggestion
 
 // MaxDenials is how many distinct denials (op, path, address) a command's
 // facts keep; the denied calls beyond them are only counted
@@ -87,8 +95,8 @@ const (
 // changes; danger-full-access reports none.
 type Change = changes.Change
 
-// MaxChanges is how many changes a result lists; the rest are counted
-// (Result.ChangesDropped).
+// MaxChanges is how many changes a result lists per writable root; the
+// rest are counted (Result.ChangesDropped, ChangesDroppedByRoot).
 const MaxChanges = changes.MaxChanges
 
 // Ops of a Change.
@@ -267,10 +275,13 @@ type Enforcement struct {
 }
 
 // Masked is a deny-read path hidden from a command, and the layers that
-// hid it ("mount-view", "landlock").
+// hid it ("mount-view", "landlock"). Sanitized: the command read a
+// read-only copy of this credential file without its secrets instead
+// (modes.Policy.CredentialFiles).
 type Masked struct {
-	Path   string   `json:"path"`
-	Layers []string `json:"layers"`
+	Path      string   `json:"path"`
+	Layers    []string `json:"layers"`
+	Sanitized bool     `json:"sanitized,omitempty"`
 }
 
 // layers is what a runner actually applied (or a probe found possible).

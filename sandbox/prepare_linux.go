@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/cachestore"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/credfiles"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/mountplan"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
@@ -65,6 +66,9 @@ type preparation struct {
 	// cacheEnv are the caches' variables for a runner without a mount
 	// view, "INDEX:NAME=VALUE" (see addCaches).
 	cacheEnv []string
+	// creds are the sanitized copies of the credential files the mount
+	// view shows (nil: none made); removed by close.
+	creds *mountplan.Credentials
 }
 
 // prepare builds what a runner needs for policy p, with a Landlock ABI of
@@ -312,6 +316,38 @@ func (prep *preparation) close() {
 	if prep.ruleset != nil {
 		prep.ruleset.Close()
 	}
+	if prep.creds != nil {
+		// The runner has mounted them (or never will): the mount view
+		// keeps each copy for the command.
+		os.RemoveAll(prep.creds.Dir)
+	}
+}
+
+// credentialCopies makes the sanitized copies of the credential files among
+// the masks, in a private directory of the supervisor's. A file that cannot
+// be read or sanitized gets none, and stays hidden whole; so does every one
+// when the directory cannot be made.
+func (prep *preparation) credentialCopies() *mountplan.Credentials {
+	var todo []string
+	for _, m := range prep.masks {
+		if slices.Contains(prep.policy.CredentialFiles, m) {
+			todo = append(todo, m)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "dsh-sandbox-credentials-")
+	if err != nil {
+		return nil
+	}
+	c := &mountplan.Credentials{Dir: dir, Copies: map[string]string{}}
+	for _, m := range todo {
+		if p, err := credfiles.Copy(m, dir); err == nil {
+			c.Copies[m] = p
+		}
+	}
+	return c
 }
 
 // spec encodes the runner's spec. With userNS the runner tries to create
@@ -379,7 +415,10 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 			withFDs.UpperFD, withFDs.WorkFD = hold+1, hold+2
 			ov = &withFDs
 		}
-		if plan, err = mountplan.Plan(p, ll, prep.masks, ov, prep.caches); err != nil {
+		if prep.creds == nil {
+			prep.creds = prep.credentialCopies()
+		}
+		if plan, err = mountplan.Plan(p, ll, prep.masks, prep.creds, ov, prep.caches); err != nil {
 			return nil, err
 		}
 	}
@@ -442,7 +481,8 @@ func (prep *preparation) masked(mountView, landlockOn bool) []Masked {
 			by = append(by, layerLandlock)
 		}
 		if len(by) > 0 {
-			out = append(out, Masked{Path: m, Layers: by})
+			_, sanitized := prep.creds.Copy(m)
+			out = append(out, Masked{Path: m, Layers: by, Sanitized: sanitized && mountView})
 		}
 	}
 	return out

@@ -35,6 +35,10 @@ type ProbeReport struct {
 	// Loopback is what a confined command with the network off gets for a
 	// loopback here: "net-namespace", "own-address", or "refused".
 	Loopback string `json:"loopback"`
+	// CredentialFiles is what a confined command reads of the tools'
+	// credential files (modes.Policy.CredentialFiles): "sanitized" where it
+	// gets a mount view (a copy without the secrets), else "hidden".
+	CredentialFiles string `json:"credentialFiles"`
 	// Confined is true when both confined modes can run.
 	Confined bool `json:"confined"`
 }
@@ -95,6 +99,13 @@ const (
 	cachesOverlay   = "overlay"   // written through an overlay whose upper layer is the sandbox's
 	cachesVariables = "variables" // no mount view: the tools' variables (GOCACHE, ...) point at the sandbox's store
 	cachesReadOnly  = "read-only" // read-only, as outside every writable root
+)
+
+// What a confined command reads of a credential file
+// (ProbeReport.CredentialFiles).
+const (
+	credentialsSanitized = "sanitized" // a read-only copy without its secrets
+	credentialsHidden    = "hidden"    // nothing: hidden whole
 )
 
 // What a confined command's loopback is (ProbeReport.Loopback).
@@ -162,6 +173,12 @@ func (r ProbeReport) WriteText(w io.Writer) {
 		fmt.Fprintln(w, "caches: variables (no mount view: GOCACHE, npm_config_cache, ... point at the sandbox's store; yours stay as they are)")
 	case cachesReadOnly:
 		fmt.Fprintln(w, "caches: read-only (no mount view, no Landlock)")
+	}
+	switch r.CredentialFiles {
+	case credentialsSanitized:
+		fmt.Fprintln(w, "credential files: sanitized (~/.npmrc, ~/.pypirc, pip.conf, ~/.docker/config.json, cargo's: a read-only copy without the secrets)")
+	case credentialsHidden:
+		fmt.Fprintln(w, "credential files: hidden (no mount view: ~/.npmrc, ~/.pypirc, ~/.docker/config.json, cargo's, and a pip.conf with a secret, whole)")
 	}
 	switch r.Loopback {
 	case loopbackNetNS:

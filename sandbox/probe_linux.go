@@ -76,6 +76,10 @@ func ProbeWith(o ProbeOptions) ProbeReport {
 	default:
 		r.Caches = cachesReadOnly
 	}
+	r.CredentialFiles = credentialsHidden
+	if r.Namespaces.Mount && r.Confined {
+		r.CredentialFiles = credentialsSanitized
+	}
 	switch {
 	case !r.Seccomp.Notify || !r.Confined:
 		r.Loopback = loopbackRefused

@@ -122,7 +122,8 @@ func TestBackgroundDenialAfterSettle(t *testing.T) {
 	require.False(t, r.IsError, r.Text)
 	o := f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1", "wait": true})
 	assert.Contains(t, o.Text, "done\n[stderr]\n")
-	assert.True(t, strings.HasSuffix(o.Text, "\n[sandbox: file access denied under workspace-write mode]\n"+EscalationHint+"\n[status: completed, exit code: 3]"), o.Text)
+	assert.True(t, strings.HasSuffix(o.Text, "\n[sandbox: file access denied under workspace-write mode]\n"+
+		SuggestionMarker([]string{"--allow-write " + filepath.Dir(target)})+"\n"+EscalationHint+"\n[status: completed, exit code: 3]"), o.Text)
 	assert.NoFileExists(t, target)
 	// The marker is reported once.
 	assert.Equal(t, "(no new output)\n[status: completed, exit code: 3]", f.tool(f.s1, "task_output", map[string]any{"task_id": "bash-1"}).Text)

@@ -146,6 +146,9 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 	}
 	mode := b.EffectiveMode(c)
 	req := executor.Request{Command: a.Command, Workdir: a.Workdir, TimeoutMs: a.TimeoutMs, Mode: &mode}
+	if !a.RunInBackground {
+		req.Output = c.Output
+	}
 	if c.Agent != nil {
 		req.Session = &executor.Session{ID: c.Agent.Session, Workspace: c.Agent.Workspace}
 	}
@@ -163,11 +166,11 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 		}
 	}
 	if a.Escalation != nil {
-		granted, msg := b.escalate(ctx, c, a, req, mode)
+		granted, g, msg := b.escalate(ctx, c, a, req, mode)
 		if msg != "" {
 			return call.Error(msg)
 		}
-		mode = granted
+		mode, req.Grant = granted, g
 	}
 	if ctx.Err() != nil {
 		return call.Error(errAborted) // nothing spawns after an abort
@@ -206,24 +209,27 @@ func (b *Bash) Call(ctx context.Context, c call.Context, raw json.RawMessage) ca
 }
 
 // escalate checks and asks for an escalation of req (which runs under
-// current without it); it returns the granted mode, or the error message
-// refusing the call.
-func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, req executor.Request, current modes.Mode) (modes.Mode, string) {
+// current without it); it returns the granted mode (with, when the
+// approver chose them instead, the narrow grants the last run's denials
+// suggested, in the current mode), or the error message refusing the call.
+func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, req executor.Request, current modes.Mode) (modes.Mode, *executor.Grant, string) {
 	want := *a.Escalation
 	switch {
 	case !b.confines:
-		return 0, errNoEscalation
+		return 0, nil, errNoEscalation
 	case !want.StrictlyWider(current):
-		return 0, fmt.Sprintf("sandbox escalation to %q is not strictly wider than this call's current %q mode", want.String(), current.String())
+		return 0, nil, fmt.Sprintf("sandbox escalation to %q is not strictly wider than this call's current %q mode", want.String(), current.String())
 	case b.o.Approver == nil:
-		return 0, fmt.Sprintf("sandbox escalation to %q requires approval, but no approval service is composed", want.String())
+		return 0, nil, fmt.Sprintf("sandbox escalation to %q requires approval, but no approval service is composed", want.String())
 	case c.Agent == nil:
-		return 0, fmt.Sprintf("sandbox escalation to %q requires approval, but the call has no agent to route it through", want.String())
+		return 0, nil, fmt.Sprintf("sandbox escalation to %q requires approval, but the call has no agent to route it through", want.String())
 	}
 	workdir := a.Workdir
 	if r, err := b.o.Executor.Resolve(req); err == nil {
 		workdir = r.Workdir
 	}
+	denials := b.denied.take(c.Agent.Session, a.Command)
+	grants := grantsOf(denials)
 	outcome, ok := approve(ctx, b.o.Approver, ApprovalRequest{
 		Agent:         c.Agent,
 		Tool:          Name,
@@ -235,20 +241,23 @@ func (b *Bash) escalate(ctx context.Context, c call.Context, a Args, req executo
 		Current:       current,
 		Requested:     want,
 		Justification: a.Justification,
-		Denials:       b.denied.take(c.Agent.Session, a.Command),
+		Denials:       denials,
+		Grants:        grants,
 	})
 	if !ok {
-		return 0, errAborted
+		return 0, nil, errAborted
 	}
-	switch outcome {
-	case AllowedOnce:
-		return want, ""
-	case Rejected:
-		return 0, fmt.Sprintf("the user rejected escalating this command to %q", want.String())
-	case Cancelled:
-		return 0, fmt.Sprintf("approval for escalating to %q was cancelled", want.String())
+	switch {
+	case outcome == AllowedOnce:
+		return want, nil, ""
+	case outcome == AllowedGrants && len(grants) > 0:
+		return current, grant(grants), ""
+	case outcome == Rejected:
+		return 0, nil, fmt.Sprintf("the user rejected escalating this command to %q", want.String())
+	case outcome == Cancelled:
+		return 0, nil, fmt.Sprintf("approval for escalating to %q was cancelled", want.String())
 	default:
-		return 0, fmt.Sprintf("sandbox escalation to %q requires approval, but no approval channel is available", want.String())
+		return 0, nil, fmt.Sprintf("sandbox escalation to %q requires approval, but no approval channel is available", want.String())
 	}
 }
 

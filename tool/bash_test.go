@@ -167,6 +167,45 @@ func TestCallRefusals(t *testing.T) {
 	}
 }
 
+// TestEscalationAllowedGrants: the approver may answer an escalation with
+// the narrow grants the last run's denials suggested instead of the wider
+// mode: the retry runs in its own mode with that directory writable, and a
+// write elsewhere is still denied.
+func TestEscalationAllowedGrants(t *testing.T) {
+	e, ws := newExecutor(t, modes.WorkspaceWrite)
+	ap := &countingApprover{outcome: AllowedGrants}
+	b := newBash(t, Options{Executor: e, Approver: ap})
+	c := call.Context{Agent: &call.Agent{Session: "s1", Workspace: ws}, ID: "call-9"}
+	out, other := outsideDir(t), outsideDir(t)
+	cmd := "echo hi > " + out + "/f; echo no > " + other + "/g"
+
+	r := b.Call(context.Background(), c, args(t, map[string]any{"command": cmd, "description": "Write two files"}))
+	require.False(t, r.IsError, r.Text)
+	assert.NoFileExists(t, filepath.Join(out, "f"))
+
+	// The escalation asks for danger-full-access; the approver grants only
+	// what the denials suggested.
+	r = b.Call(context.Background(), c, args(t, map[string]any{"command": cmd, "description": "Write two files",
+		"sandbox_permissions": "danger-full-access", "justification": "The test needs its output file."}))
+	require.False(t, r.IsError, r.Text)
+	require.EqualValues(t, 1, ap.calls.Load())
+	assert.ElementsMatch(t, []sandbox.Suggestion{
+		{Setting: "allow_write", Value: out, Flag: "--allow-write " + out, Config: `allow_write = ["` + out + `"]`},
+		{Setting: "allow_write", Value: other, Flag: "--allow-write " + other, Config: `allow_write = ["` + other + `"]`},
+	}, ap.last.Grants)
+	assert.FileExists(t, filepath.Join(out, "f"))
+	assert.FileExists(t, filepath.Join(other, "g"))
+	v, ok := r.Value.(Value)
+	require.True(t, ok)
+	assert.Equal(t, modes.WorkspaceWrite, v.RunResult.Sandbox.Mode, "the grants keep the call's own mode")
+
+	// A write the grants do not cover is still denied.
+	third := outsideDir(t)
+	r = b.Call(context.Background(), c, args(t, map[string]any{"command": "echo x > " + third + "/h", "description": "Write elsewhere"}))
+	require.False(t, r.IsError, r.Text)
+	assert.NoFileExists(t, filepath.Join(third, "h"))
+}
+
 func TestEscalationAllowedOnce(t *testing.T) {
 	e, ws := newExecutor(t, modes.WorkspaceWrite)
 	sessions := &SessionModes{}
@@ -191,7 +230,8 @@ func TestEscalationAllowedOnce(t *testing.T) {
 	// mode to which, why, and what the sandbox denied the last time.
 	got := ap.last
 	require.NotEmpty(t, got.Denials, "the facts of the denied call")
-	assert.Contains(t, got.Denials, sandbox.Denial{Op: "write", Path: target, Syscall: got.Denials[0].Syscall, Errno: "EROFS", Count: 1})
+	assert.Contains(t, got.Denials, sandbox.Denial{Op: "write", Path: target, Syscall: got.Denials[0].Syscall, Errno: "EROFS", Count: 1,
+		Suggest: &sandbox.Suggestion{Setting: "mode", Value: "workspace-write", Flag: "--mode workspace-write", Config: `mode = "workspace-write"`}})
 	got.Denials = nil
 	assert.Equal(t, ApprovalRequest{Agent: c.Agent, Tool: "bash", CallID: "call-7",
 		Reason:  "escalate sandbox to workspace-write: The test needs its output file.",
@@ -458,13 +498,15 @@ func TestNetworkOnlyDenialMarker(t *testing.T) {
 
 	r := b.Call(context.Background(), c, args(t, map[string]any{"command": connect, "description": "Connect to the listener"}))
 	require.False(t, r.IsError, r.Text)
-	assert.Contains(t, r.Text, "\n[sandbox: network access denied under workspace-write mode]\n"+EscalationHint+"\n[exit code: 1]")
+	allowHost := SuggestionMarker([]string{"--allow-host localhost:" + port})
+	assert.Contains(t, r.Text, "\n[sandbox: network access denied under workspace-write mode]\n"+allowHost+"\n"+EscalationHint+"\n[exit code: 1]")
 	assert.NotContains(t, r.Text, "file access denied")
 
 	outside := outsideDir(t)
 	r = b.Call(context.Background(), c, args(t, map[string]any{"command": "echo x > " + outside + "/f; " + connect, "description": "Write and connect"}))
 	require.False(t, r.IsError, r.Text)
-	assert.Contains(t, r.Text, "\n[sandbox: file access denied under workspace-write mode]\n[sandbox: network access denied under workspace-write mode]\n"+EscalationHint+"\n[exit code: 1]")
+	both := SuggestionMarker([]string{"--allow-write " + outside, "--allow-host localhost:" + port})
+	assert.Contains(t, r.Text, "\n[sandbox: file access denied under workspace-write mode]\n[sandbox: network access denied under workspace-write mode]\n"+both+"\n"+EscalationHint+"\n[exit code: 1]")
 	assert.NoFileExists(t, filepath.Join(outside, "f"))
 	// A connection made would be waiting in the backlog: Accept returns it
 	// at once, else times out.

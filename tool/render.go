@@ -2,6 +2,7 @@ package tool
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -82,6 +83,31 @@ func refusedDestinations(ds []sandbox.Denial) []string {
 	return out
 }
 
+// SuggestionMarker names the flags that would allow what was denied (each
+// denial's suggestion but a wider mode, which the model asks for itself),
+// after the allowlist's line: what the user, not the model, can change.
+func SuggestionMarker(flags []string) string {
+	return fmt.Sprintf("[sandbox: the user can allow this with %s]", strings.Join(flags, ", "))
+}
+
+// suggestedFlags are the distinct flags the denials suggest, in first-seen
+// order, at most maxListed (then "…").
+func suggestedFlags(ds []sandbox.Denial) []string {
+	const maxListed = 5
+	var out []string
+	for _, d := range ds {
+		// A wider mode is the model's own to ask for (EscalationHint).
+		if d.Suggest == nil || d.Suggest.Flag == "" || d.Suggest.Setting == "mode" || slices.Contains(out, d.Suggest.Flag) {
+			continue
+		}
+		if len(out) == maxListed {
+			return append(out, "…")
+		}
+		out = append(out, d.Suggest.Flag)
+	}
+	return out
+}
+
 // RunnerFailureMarker is the line reporting that the runner itself failed.
 func RunnerFailureMarker(m modes.Mode) string {
 	return fmt.Sprintf("[sandbox: the sandbox runner itself failed under %s mode — the command did not run; this is a sandbox problem, not a command failure]", m)
@@ -148,8 +174,9 @@ func failed(r *executor.RunResult) bool {
 
 // sandboxMarkers are the denial (or runner failure) lines of a result: a
 // runner failure outranks a denial; the file denial marker comes before the
-// network one; the destinations the network allowlist refused follow them;
-// the escalation hint follows them only when the executor confines. A
+// network one; the destinations the network allowlist refused follow them,
+// then the flags the denials suggest; the escalation hint follows them only
+// when the executor confines. A
 // result that did not fail gets only SurvivedDenialNote.
 func sandboxMarkers(r *executor.RunResult, confines bool) []string {
 	f := r.Sandbox
@@ -162,6 +189,9 @@ func sandboxMarkers(r *executor.RunResult, confines bool) []string {
 		lines := denialMarkers(f)
 		if dests := refusedDestinations(f.Denials); len(dests) > 0 {
 			lines = append(lines, AllowlistMarker(dests))
+		}
+		if flags := suggestedFlags(f.Denials); len(flags) > 0 {
+			lines = append(lines, SuggestionMarker(flags))
 		}
 		if confines && len(f.Mode.Wider()) > 0 {
 			lines = append(lines, EscalationHint)

@@ -53,6 +53,13 @@ func TestRenderForeground(t *testing.T) {
 			{Op: sandbox.OpResolve, Address: "y.test", Syscall: sandbox.SyscallDNS},
 		}}}, true,
 			"(no output)\n[sandbox: file access denied under workspace-write mode]\n[sandbox: network access denied under workspace-write mode]\n[sandbox: not in the network allowlist: evil.test:443, x.test:80, y.test]\n" + EscalationHint + "\n[exit code: 56]"},
+		{"suggestions named after the allowlist's line, once each", executor.RunResult{ExitCode: 1, Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, Denials: []sandbox.Denial{
+			{Op: "connect", Address: "mirror.test:443", Syscall: sandbox.SyscallProxy, Suggest: &sandbox.Suggestion{Setting: "allow_domain", Value: "mirror.test", Flag: "--allow-domain mirror.test"}},
+			{Op: "write", Path: "/srv/a", Syscall: "openat", Suggest: &sandbox.Suggestion{Setting: "allow_write", Value: "/srv", Flag: "--allow-write /srv"}},
+			{Op: "write", Path: "/srv/b", Syscall: "openat", Suggest: &sandbox.Suggestion{Setting: "allow_write", Value: "/srv", Flag: "--allow-write /srv"}},
+			{Op: "signal", Syscall: "kill", Suggest: &sandbox.Suggestion{Cannot: "no confined mode allows signal"}},
+		}}}, true,
+			"(no output)\n[sandbox: file access denied under workspace-write mode]\n[sandbox: network access denied under workspace-write mode]\n[sandbox: not in the network allowlist: mirror.test:443]\n[sandbox: the user can allow this with --allow-domain mirror.test, --allow-write /srv]\n" + EscalationHint + "\n[exit code: 1]"},
 		{"network only: the network marker alone", executor.RunResult{Stderr: executor.Output{Text: "curl: (6) Could not resolve host: example.com\n"}, ExitCode: 6, Sandbox: sandbox.Facts{Mode: modes.WorkspaceWrite, Denied: true, Denials: []sandbox.Denial{
 			{Op: "socket", Address: "AF_INET", Syscall: "socket"},
 		}}}, true,

@@ -44,7 +44,7 @@ func TestTransactionOption(t *testing.T) {
 	v, ok := r.Value.(Value)
 	require.True(t, ok)
 	require.NotNil(t, v.RunResult)
-	assert.Equal(t, []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "made"), Type: "file", Size: 3, Mode: "0644"}}, v.RunResult.Sandbox.Changes)
+	assert.Equal(t, []sandbox.Change{{Op: sandbox.ChangeCreated, Path: filepath.Join(ws, "made"), Type: "file", Size: 3, Mode: "0644", Root: ws}}, v.RunResult.Sandbox.Changes)
 
 	r = b.Call(context.Background(), c, args(t, map[string]any{"command": "touch y", "description": "Create a file",
 		"sandbox_permissions": "danger-full-access", "justification": "it must write"}))

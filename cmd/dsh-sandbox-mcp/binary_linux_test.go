@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 a test here drives the roots feature the server uses (see mcpserver/roots.go).
+
 package main
 
 import (
@@ -165,7 +167,7 @@ type session struct {
 	asks []string
 }
 
-func start(t *testing.T, cmd *exec.Cmd, answer string) *session {
+func start(t *testing.T, cmd *exec.Cmd, answer string, roots ...*mcp.Root) *session {
 	t.Helper()
 	s := &session{cmd: cmd, errs: &bytes.Buffer{}}
 	in, err := cmd.StdinPipe()
@@ -191,6 +193,7 @@ func start(t *testing.T, cmd *exec.Cmd, answer string) *session {
 		}
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "go-test-client", Version: "1"}, opts)
+	cl.AddRoots(roots...)
 	ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(20*time.Second))
 	defer cancel()
 	s.cs, err = cl.Connect(ctx, &mcp.IOTransport{Reader: out, Writer: in}, nil)
@@ -305,13 +308,47 @@ func TestShutdownSignal(t *testing.T) {
 	})
 }
 
+// TestStartedFromRoot: a server started in / (as clients often start
+// their servers) with no --workspace does not exit: each session's
+// workspace is its client's first file:// root, and a call from a client
+// without one is refused, alone, with one line.
+func TestStartedFromRoot(t *testing.T) {
+	testhost.RequireConfined(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.dir(t, "", "dsh-mcp-ws-")
+		serve := func() *exec.Cmd {
+			cmd := exec.Command(serverBin(t), "--mode", "workspace-write")
+			cmd.Dir, cmd.Env = "/", id.env()
+			if id.switchTo {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(id.uid), Gid: uint32(id.gid), Groups: []uint32{}}}
+			}
+			return cmd
+		}
+		s := start(t, serve(), "", &mcp.Root{URI: "file://" + ws})
+		out, isErr := s.bash(t, "pwd; echo x > made")
+		require.False(t, isErr, out)
+		assert.Equal(t, ws, strings.TrimSpace(out))
+		assert.FileExists(t, filepath.Join(ws, "made"))
+		assert.Contains(t, s.errs.String(), "each session's workspace is its client's first file:// root")
+
+		bare := start(t, serve(), "")
+		out, isErr = bare.bash(t, "echo x > /tmp/dsh-mcp-no-root")
+		assert.True(t, isErr)
+		assert.True(t, strings.HasPrefix(out, "Error: no workspace: the server was started in a directory too broad to be one"), out)
+		assert.NoFileExists(t, "/tmp/dsh-mcp-no-root")
+		out, isErr = s.bash(t, "echo still")
+		assert.False(t, isErr, "the other session keeps serving: %s", out)
+	})
+}
+
 // tsSDKVersion is the pinned version of the TypeScript SDK the real-client
 // test installs.
 const tsSDKVersion = "1.32.2"
 
 // tsSDK installs the TypeScript SDK into a cache directory (reused across
-// runs) and copies the client script there; it returns the script's path.
-func tsSDK(t *testing.T) string {
+// runs) and copies the client script testdata/name there; it returns the
+// script's path.
+func tsSDK(t *testing.T, name string) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -338,11 +375,11 @@ func tsSDK(t *testing.T) string {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "npm install: %s", out)
 	}
-	script, err := os.ReadFile(filepath.Join("testdata", "tsclient.mjs"))
+	script, err := os.ReadFile(filepath.Join("testdata", name))
 	require.NoError(t, err)
 	// (written only when it differs: make vm-test's guest gets a read-only
-	// cache prepared on the host, the script included)
-	dst := filepath.Join(cache, "tsclient.mjs")
+	// cache prepared on the host, the scripts included)
+	dst := filepath.Join(cache, name)
 	if have, err := os.ReadFile(dst); err != nil || !bytes.Equal(have, script) {
 		require.NoError(t, os.WriteFile(dst, script, 0o644))
 	}
@@ -353,7 +390,7 @@ func tsSDK(t *testing.T) string {
 // client (see testdata/tsclient.mjs).
 func TestTypeScriptClient(t *testing.T) {
 	testhost.RequireConfined(t)
-	script := tsSDK(t)
+	script := tsSDK(t, "tsclient.mjs")
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		ws := id.dir(t, "", "dsh-mcp-ws-")
 		out := id.outside(t)
@@ -440,6 +477,59 @@ func TestTypeScriptClient(t *testing.T) {
 		assert.Contains(t, got.Elicits[0].Message, "Mode: workspace-write -> danger-full-access\n")
 		assert.True(t, strings.HasPrefix(got.Elicits[1].Message, "Allow this command to run once in danger-full-access mode"), got.Elicits[1].Message)
 	})
+}
+
+// TestTypeScriptClientProgress: a bash call of 70 s through the official
+// TypeScript SDK client, with the SDK's default request timeout (60 s):
+// with progress asked for (onprogress, resetTimeoutOnProgress) it
+// succeeds, the notifications carrying the command's last output line;
+// without, the same client times the call out at 60 s, whatever the server
+// does. (Root only: the protocol does not depend on who runs the server.)
+func TestTypeScriptClientProgress(t *testing.T) {
+	testhost.RequireConfined(t)
+	t.Parallel()
+	script := tsSDK(t, "tsprogress.mjs")
+	ws := t.TempDir()
+	env := map[string]string{"PATH": testPATH, "HOME": os.Getenv("HOME"), "LANG": "C"}
+	long := `for i in $(seq 1 14); do echo "tick $i"; sleep 5; done; echo done`
+	spec, err := json.Marshal(map[string]any{"command": []string{serverBin(t), "--mode", "workspace-write", "--workspace", ws},
+		"cwd": ws, "env": env, "script": long})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), testtime.Scale(180*time.Second))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script, string(spec))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "node: %s", stderr.String())
+	var got struct {
+		DefaultTimeout int `json:"defaultTimeout"`
+		Progress       []struct {
+			Progress float64 `json:"progress"`
+			Message  string  `json:"message"`
+		} `json:"progress"`
+		WithProgress struct {
+			Texts []string `json:"texts"`
+			Error string   `json:"error"`
+		} `json:"withProgress"`
+		Without struct {
+			Texts []string `json:"texts"`
+			Error string   `json:"error"`
+		} `json:"without"`
+	}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &got), "node printed: %s\nstderr: %s", stdout.String(), stderr.String())
+	require.Equal(t, 60000, got.DefaultTimeout, "the SDK's default request timeout")
+	require.Empty(t, got.WithProgress.Error, "the call asking for progress failed")
+	require.NotEmpty(t, got.WithProgress.Texts)
+	assert.True(t, strings.HasSuffix(got.WithProgress.Texts[0], "tick 14\ndone"), got.WithProgress.Texts[0])
+	assert.GreaterOrEqual(t, len(got.Progress), 10, "a notification every 5 s for 70 s")
+	ticks := map[string]bool{}
+	for i, p := range got.Progress {
+		assert.Equal(t, float64(i+1), p.Progress)
+		assert.Regexp(t, `^tick [0-9]+$`, p.Message, "the output's last line")
+		ticks[p.Message] = true
+	}
+	assert.GreaterOrEqual(t, len(ticks), 8, "the message follows the output: %v", ticks)
+	assert.Contains(t, got.Without.Error, "Request timed out", "without progress the default client gives up at 60 s")
 }
 
 // bearer adds an Authorization header to every request.

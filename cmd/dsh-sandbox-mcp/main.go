@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +51,12 @@ type options struct {
 	help         bool
 	version      bool
 	flags        *pflag.FlagSet
+	// files is what the policy files set; notes are lines to say at start.
+	files *policyflags.Files
+	notes []string
+	// timeoutDefault and timeoutMax are the bash tool's default and
+	// largest timeouts in milliseconds (0: the contract's).
+	timeoutDefault, timeoutMax int64
 }
 
 const usageHead = `usage: dsh-sandbox-mcp [OPTION]...
@@ -64,11 +72,14 @@ which no confined command can read, and only that path is printed).
 Options:
 `
 
-func parse(argv []string) (options, error) {
+func parse(argv []string, getenv func(string) string) (options, error) {
 	var o options
 	fs := policyflags.NewFlagSet(name)
 	o.AddPolicyFlags(fs, policyflags.Defaults{Mode: "read-only", Workspace: "the client's first file:// root, else the current directory"})
 	o.AddLimitFlags(fs)
+	o.AddFileFlags(fs)
+	fs.Var(policyflags.Millis(&o.timeoutDefault), "timeout-default", "the timeout of a bash call that gives none, a `DURATION` (5m, or milliseconds; default 120000 ms)")
+	fs.Var(policyflags.Millis(&o.timeoutMax), "timeout-max", "the largest timeout a bash call may ask for, a `DURATION` (30m, or milliseconds; default 600000 ms)")
 	fs.BoolVar(&o.noBackground, "no-background", false, "offer no background tasks (no run_in_background, no task tools)")
 	fs.StringVar(&o.http, "http", "", "serve streamable HTTP on `ADDR` (host:port, loopback only) instead of stdio")
 	fs.BoolVar(&o.allowRemote, "http-allow-remote", false, "let --http listen on an address that is not loopback")
@@ -76,7 +87,7 @@ func parse(argv []string) (options, error) {
 	fs.BoolVar(&o.version, "version", false, "print the version")
 	o.flags = fs
 	if err := fs.Parse(argv); err != nil {
-		return o, fmt.Errorf("usage error: %w", err)
+		return o, fmt.Errorf("usage error: %w", policyflags.DidYouMean(fs, err))
 	}
 	if o.help || o.version {
 		return o, nil
@@ -84,11 +95,34 @@ func parse(argv []string) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("usage error: unexpected argument %q (boolean flags take no value)", fs.Arg(0))
 	}
+	files, err := o.LoadFiles(fs, getenv)
+	if err != nil {
+		return o, err
+	}
+	o.files = files
+	// The toolchains' own configuration is read as the server's user sees
+	// it, once, at start.
+	for _, p := range o.ApplyPresets(os.Environ(), files) {
+		if len(p.Domains) == 0 {
+			o.notes = append(o.notes, fmt.Sprintf("preset %s allows nothing: %s", p.Name, p.Note))
+		}
+	}
 	if err := o.CheckLimits(fs); err != nil {
 		return o, err
 	}
 	if err := o.CheckNetwork(); err != nil {
 		return o, err
+	}
+	for _, f := range []struct {
+		name string
+		ms   int64
+	}{{"timeout-default", o.timeoutDefault}, {"timeout-max", o.timeoutMax}} {
+		if fs.Changed(f.name) && (f.ms <= 0 || f.ms > int64(math.MaxInt64/time.Millisecond)) {
+			return o, fmt.Errorf("usage error: --%s must be a positive duration, got %d ms", f.name, f.ms)
+		}
+	}
+	if def, lim := o.timeouts(); def > lim {
+		return o, fmt.Errorf("usage error: --timeout-default (%d ms) is over --timeout-max (%d ms)", def.Milliseconds(), lim.Milliseconds())
 	}
 	if o.allowRemote && o.http == "" {
 		return o, errors.New("usage error: --http-allow-remote goes with --http")
@@ -117,19 +151,37 @@ func checkListen(addr string, allowRemote bool) error {
 	return fmt.Errorf("refusing to listen on %s: not a loopback address (--http-allow-remote allows it; every request still needs the bearer token)", addr)
 }
 
-// config is the executor's configuration the flags make.
-func (o options) config() (executor.Config, error) {
+// timeouts are the bash tool's default and largest timeouts the flags
+// make (the contract's 120000 and 600000 ms where not given).
+func (o options) timeouts() (def, lim time.Duration) {
+	def, lim = executor.DefaultTimeout, executor.DefaultMaxTimeout
+	if o.timeoutDefault > 0 {
+		def = time.Duration(o.timeoutDefault) * time.Millisecond
+	}
+	if o.timeoutMax > 0 {
+		lim = time.Duration(o.timeoutMax) * time.Millisecond
+	}
+	return def, lim
+}
+
+// config is the executor's configuration the flags make; getenv is the
+// caller's environment (its upstream proxy).
+func (o options) config(getenv func(string) string) (executor.Config, error) {
 	mode, err := modes.Parse(o.Mode)
 	if err != nil {
 		return executor.Config{}, fmt.Errorf("usage error: --mode: %w", err)
 	}
-	al, err := o.Allowlist()
+	al, err := o.Allowlist(getenv)
 	if err != nil {
 		return executor.Config{}, fmt.Errorf("usage error: %w", err)
 	}
 	limits := o.Limits
+	def, lim := o.timeouts()
 	return executor.Config{
-		Mode: mode, Workspace: o.Workspace, AllowWrite: o.AllowWrite, Protect: o.Protect,
+		DefaultTimeout: def, MaxTimeout: lim,
+		Mode: mode, Workspace: o.Workspace, AllowWrite: o.AllowWrite,
+		// dsh-sandbox's own directories stay read-only wherever XDG puts them.
+		Protect:   append(slices.Clip(o.Protect), o.files.Dirs()...),
 		Unprotect: o.Unprotect, DenyRead: o.DenyRead, AllowRead: o.AllowRead,
 		Network: o.Network, Allowlist: al, AllowBroadWorkspace: o.AllowBroadWorkspace, Limits: &limits,
 		NoCaches: o.NoCaches, CacheDir: o.CacheDir,
@@ -141,9 +193,15 @@ func run(argv []string, getenv func(string) string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stderr, "%s: %s\n", name, strings.ReplaceAll(err.Error(), "\n", " "))
 		return 2
 	}
-	o, err := parse(argv)
+	o, err := parse(argv, getenv)
 	if err != nil {
 		return fail(err)
+	}
+	if o.files != nil && o.files.Untrusted != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", name, o.files.Untrusted)
+	}
+	for _, n := range o.notes {
+		fmt.Fprintf(stderr, "%s: %s\n", name, n)
 	}
 	switch {
 	case o.help:
@@ -153,14 +211,25 @@ func run(argv []string, getenv func(string) string, stdin io.Reader, stdout, std
 		fmt.Fprintf(stdout, "%s %s (%s)\n", name, version(), runtime.Version())
 		return 0
 	}
-	cfg, err := o.config()
+	cfg, err := o.config(getenv)
 	if err != nil {
 		return fail(err)
 	}
-	srv, err := mcpserver.New(mcpserver.Options{
+	opts := mcpserver.Options{
 		Config: cfg, Roots: o.Workspace == "", DisableBackground: o.noBackground,
 		Implementation: &mcp.Implementation{Name: mcpserver.Name, Version: version()},
-	})
+	}
+	srv, err := mcpserver.New(opts)
+	var broad *modes.BroadWorkspaceError
+	if errors.As(err, &broad) && opts.Roots {
+		// Started from / or a home (a client's default): each session's
+		// workspace is its client's first file:// root, and a call without
+		// one is refused; the executor's own workspace, never used, is the
+		// temporary directory.
+		fmt.Fprintf(stderr, "%s: %v: each session's workspace is its client's first file:// root\n", name, broad)
+		opts.Config.Workspace, opts.RequireRoots = os.TempDir(), true
+		srv, err = mcpserver.New(opts)
+	}
 	if err != nil {
 		return fail(err)
 	}

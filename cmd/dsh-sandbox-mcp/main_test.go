@@ -8,10 +8,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/executor"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -42,7 +44,7 @@ func TestParse(t *testing.T) {
 		{"negative pids", []string{"--max-pids", "-1"}, "max-pids must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parse(tc.argv)
+			o, err := parseArgs(tc.argv)
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
@@ -50,16 +52,16 @@ func TestParse(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			_, err = o.config()
+			_, err = o.config(noEnv)
 			require.NoError(t, err)
 		})
 	}
 }
 
 func TestConfig(t *testing.T) {
-	o, err := parse([]string{"--mode", "workspace-write", "--workspace", "/w", "--allow-write", "/a", "--max-memory", "256M", "--allow-domain", "example.com"})
+	o, err := parseArgs([]string{"--mode", "workspace-write", "--workspace", "/w", "--allow-write", "/a", "--max-memory", "256M", "--allow-domain", "example.com"})
 	require.NoError(t, err)
-	cfg, err := o.config()
+	cfg, err := o.config(noEnv)
 	require.NoError(t, err)
 	assert.Equal(t, modes.WorkspaceWrite, cfg.Mode)
 	assert.Equal(t, "/w", cfg.Workspace)
@@ -68,16 +70,34 @@ func TestConfig(t *testing.T) {
 	require.NotNil(t, cfg.Allowlist)
 	assert.Equal(t, []string{"example.com"}, cfg.Allowlist.Domains)
 
-	o, err = parse(nil)
+	o, err = parseArgs(nil)
 	require.NoError(t, err)
-	cfg, err = o.config()
+	cfg, err = o.config(noEnv)
 	require.NoError(t, err)
 	assert.Equal(t, modes.ReadOnly, cfg.Mode, "the fail-safe default")
 	assert.Nil(t, cfg.Allowlist)
+	assert.Equal(t, executor.DefaultTimeout, cfg.DefaultTimeout, "the contract's default")
+	assert.Equal(t, executor.DefaultMaxTimeout, cfg.MaxTimeout)
 
-	o, err = parse([]string{"--mode", "everything"})
+	o, err = parseArgs([]string{"--timeout-default", "5m", "--timeout-max", "1800000"})
 	require.NoError(t, err)
-	_, err = o.config()
+	cfg, err = o.config(noEnv)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Minute, cfg.DefaultTimeout)
+	assert.Equal(t, 30*time.Minute, cfg.MaxTimeout)
+	for argv, want := range map[string]string{
+		"--timeout-default 15m":   "--timeout-default (900000 ms) is over --timeout-max (600000 ms)",
+		"--timeout-max 0":         "--timeout-max must be a positive duration, got 0 ms",
+		"--timeout-default later": `"later": want a duration (5s, 1500ms, 2m) or milliseconds`,
+		"--timeout-defualt 5m":    "(did you mean --timeout-default?)",
+	} {
+		_, err = parseArgs(strings.Fields(argv))
+		assert.ErrorContains(t, err, want, argv)
+	}
+
+	o, err = parseArgs([]string{"--mode", "everything"})
+	require.NoError(t, err)
+	_, err = o.config(noEnv)
 	assert.ErrorContains(t, err, "usage error: --mode")
 }
 
@@ -191,3 +211,12 @@ func TestShowToken(t *testing.T) {
 		assert.ErrorContains(t, err, "$HOME is not an absolute path")
 	})
 }
+
+// parseArgs parses argv with an empty environment: no home, so no user
+// policy file.
+func parseArgs(argv []string) (options, error) {
+	return parse(argv, noEnv)
+}
+
+// noEnv is an empty environment.
+func noEnv(string) string { return "" }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/policyflags"
+	"github.com/dsh-sandbox/dsh-sandbox/policyfile"
 )
 
 // options is the parsed command line.
@@ -36,6 +37,12 @@ type options struct {
 	args        []string
 	flags       *pflag.FlagSet // for --help
 	given       []string       // the flags given, for --probe's check
+	// files is what the policy files set (nil with --probe), presets what
+	// the toolchain presets resolved to.
+	files   *policyflags.Files
+	presets []policyfile.Preset
+	// policy is set by the policy subcommand: print the effective policy.
+	policy bool
 }
 
 // maxTimeoutMs is the largest --timeout a time.Duration holds.
@@ -46,6 +53,9 @@ func (o options) timeout() time.Duration { return time.Duration(o.timeoutMs) * t
 
 const usageHead = `usage: dsh-sandbox-run [OPTION]... -- COMMAND [ARG...]
        dsh-sandbox-run --probe [--json]
+       dsh-sandbox-run policy [OPTION]... [--json]
+       dsh-sandbox-run trust [--workspace DIR] [--revoke]
+       dsh-sandbox-run completion bash|zsh|fish
        dsh-sandbox-run commit|discard|diff|changes DIR
 
 Runs COMMAND confined by a dsh-sandbox mode. COMMAND must follow "--".
@@ -60,28 +70,33 @@ Options:
 // taken after "--": anything else that is not a flag is refused, so a
 // boolean flag given a value ("--network false") or a forgotten "--" can
 // never turn an argument into the command or the command into flags.
-func parse(argv []string) (options, error) {
+func parse(argv, environ []string) (options, error) {
+	getenv := func(k string) string { return lookupEnv(environ, k) }
 	var o options
+	if len(argv) > 0 && argv[0] == "policy" {
+		o.policy, argv = true, argv[1:]
+	}
 	fs := policyflags.NewFlagSet(name)
 	fs.SetInterspersed(false)
 	o.AddPolicyFlags(fs, policyflags.Defaults{Mode: "read-only", Workspace: "the current directory"})
 	fs.StringVar(&o.report, "report", "", "write the JSON report to `FILE` (also when setup fails)")
 	fs.BoolVar(&o.quiet, "quiet", false, "print no denial lines")
 	fs.StringVar(&o.transaction, "transaction", "", "run in the transaction in `DIR` (made when missing): the workspace's changes land there until `commit DIR` (confined modes)")
-	fs.Int64Var(&o.timeoutMs, "timeout", 0, "after `MS` milliseconds SIGTERM the command, SIGKILL it 3000 ms later")
+	fs.Var(policyflags.Millis(&o.timeoutMs), "timeout", "after `DURATION` (5s, 1500ms, 2m, or plain milliseconds) SIGTERM the command, SIGKILL it 3000 ms later")
 	fs.StringArrayVar(&o.setenv, "setenv", nil, "set `NAME=VALUE` in the command's environment (repeatable)")
 	fs.StringArrayVar(&o.unsetenv, "unsetenv", nil, "remove `NAME` from the command's environment (repeatable)")
 	fs.StringArrayVar(&o.keepEnv, "keep-env", nil, "pass `NAME` through although it is scrubbed (or --clearenv; repeatable)")
 	fs.BoolVar(&o.clearenv, "clearenv", false, "start the command's environment empty (then --keep-env, --setenv)")
 	o.AddLimitFlags(fs)
-	fs.IntVar(&o.landlockABI, "landlock-abi", 0, "use at most Landlock ABI `N` (confine as on an older kernel; 0: the kernel's)")
+	o.AddFileFlags(fs)
+	fs.IntVar(&o.landlockABI, "landlock-abi", 0, "use at most Landlock ABI `N`, 1 or more: confine as on an older kernel (default: the kernel's)")
 	fs.BoolVar(&o.probe, "probe", false, "print what this host can enforce")
-	fs.BoolVar(&o.json, "json", false, "with --probe: print JSON")
+	fs.BoolVar(&o.json, "json", false, "with --probe or policy: print JSON")
 	fs.BoolVarP(&o.help, "help", "h", false, "print this help")
 	fs.BoolVar(&o.version, "version", false, "print the version")
 	o.flags = fs
 	if err := fs.Parse(argv); err != nil {
-		return o, fmt.Errorf("usage error: %w", err)
+		return o, fmt.Errorf("usage error: %w", policyflags.DidYouMean(fs, err))
 	}
 	fs.Visit(func(f *pflag.Flag) { o.given = append(o.given, f.Name) })
 	if o.help || o.version {
@@ -95,6 +110,14 @@ func parse(argv []string) (options, error) {
 	o.args = fs.Args()
 	if o.landlockABI < 0 || (o.landlockABI == 0 && fs.Changed("landlock-abi")) {
 		return o, fmt.Errorf("usage error: --landlock-abi must be a Landlock ABI version (1 or more), got %d", o.landlockABI)
+	}
+	if !o.probe {
+		files, err := o.LoadFiles(fs, getenv)
+		if err != nil {
+			return o, err
+		}
+		o.files = files
+		o.presets = o.ApplyPresets(environ, files)
 	}
 	if err := o.CheckLimits(fs); err != nil {
 		return o, err
@@ -113,15 +136,21 @@ func parse(argv []string) (options, error) {
 		}
 		return o, nil
 	}
+	if o.policy {
+		if len(o.args) > 0 || o.probe {
+			return o, errors.New("usage error: policy takes no COMMAND and no --probe")
+		}
+		return o, nil
+	}
 	switch {
 	case o.json:
-		return o, errors.New("usage error: --json goes with --probe")
+		return o, errors.New("usage error: --json goes with --probe or policy")
 	case fs.Changed("transaction") && o.transaction == "":
 		return o, errors.New("usage error: --transaction needs a directory")
 	case len(o.args) == 0:
 		return o, errors.New("usage error: missing `-- COMMAND [ARG...]`")
 	case o.timeoutMs < 0 || (o.timeoutMs == 0 && fs.Changed("timeout")) || o.timeoutMs > maxTimeoutMs:
-		return o, fmt.Errorf("usage error: --timeout must be a positive number of milliseconds up to %d, got %d", maxTimeoutMs, o.timeoutMs)
+		return o, fmt.Errorf("usage error: --timeout must be a positive duration up to %d ms, got %d ms", maxTimeoutMs, o.timeoutMs)
 	}
 	return o, nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,7 +57,14 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	if len(argv) > 0 && argv[0] == "caches" {
 		return cachesCommand(argv, environ, stdout, stderr)
 	}
-	o, err := parse(argv)
+	getenv := func(k string) string { return lookupEnv(environ, k) }
+	if len(argv) > 0 && argv[0] == "completion" {
+		return completionCommand(argv[1:], stdout, stderr)
+	}
+	if len(argv) > 0 && argv[0] == "trust" {
+		return trustCommand(argv[1:], getenv, stdout, stderr)
+	}
+	o, err := parse(argv, environ)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -69,8 +77,18 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		return 0
 	case o.probe:
 		return probe(o, stdout, stderr)
+	case o.policy:
+		return printPolicy(o, stdout, stderr)
 	}
 
+	if o.files.Untrusted != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", name, o.files.Untrusted)
+	}
+	for _, p := range o.presets {
+		if len(p.Domains) == 0 {
+			fmt.Fprintf(stderr, "%s: preset %s allows nothing: %s\n", name, p.Name, p.Note)
+		}
+	}
 	// The report is opened now, before anything runs, and only ever written
 	// through this descriptor: the command may replace the file's name (say
 	// with a symlink to a file of ours) but cannot redirect the write.
@@ -79,6 +97,10 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		return fail("cannot write report: %v", err)
 	}
 	defer rep.close()
+	if rep != nil {
+		rep.argv, rep.presets = o.args, o.presets
+		rep.cwd, _ = os.Getwd()
+	}
 	// From here on every failure is also written to the report.
 	failReport := func(p modes.Policy, err error) int {
 		rep.write(stderr, newReport(p, nil, err))
@@ -98,7 +120,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failReport(modes.Policy{Mode: mode}, err)
 	}
-	allowlist, err := o.Allowlist()
+	allowlist, err := o.Allowlist(getenv)
 	if err != nil {
 		return failReport(modes.Policy{Mode: mode}, fmt.Errorf("usage error: %w", err))
 	}
@@ -106,7 +128,9 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		return failReport(modes.Policy{Mode: mode}, errors.New("usage error: --allow-domain and --allow-host need a confined mode (danger-full-access allows the whole network)"))
 	}
 	policy, err := modes.Derive(modes.Options{
-		Mode: mode, Workspace: o.Workspace, AllowWrite: o.AllowWrite, Protect: o.Protect,
+		Mode: mode, Workspace: o.Workspace, AllowWrite: o.AllowWrite,
+		// dsh-sandbox's own directories stay read-only wherever XDG puts them.
+		Protect:   append(slices.Clip(o.Protect), o.files.Dirs()...),
 		Unprotect: o.Unprotect, DenyRead: o.DenyRead, AllowRead: o.AllowRead,
 		Network: o.Network, Allowlist: allowlist, TempDir: lookupEnv(env, "TMPDIR"),
 		AllowBroadWorkspace: o.AllowBroadWorkspace,
@@ -156,6 +180,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	}
 	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LandlockABI: o.landlockABI,
 		Transaction: tx}
+	begun := time.Now()
 	if err := run.start(cmd, o.timeout()); err != nil {
 		rep.write(stderr, newReport(policy, nil, err))
 		fail("%v", err)
@@ -166,6 +191,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failReport(policy, err)
 	}
+	took := time.Since(begun).Milliseconds()
 	if to {
 		fmt.Fprintf(stderr, "%s: timed out after %d ms\n", name, o.timeoutMs)
 	}
@@ -173,7 +199,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		printDenials(stderr, res, policy.Mode, o.report != "")
 	}
 	r := newReport(policy, res, nil)
-	r.TimedOut = to
+	r.TimedOut, r.DurationMs = to, &took
 	if tx != nil {
 		r.Transaction = tx.Dir()
 	}

@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,9 +32,15 @@ func TestParse(t *testing.T) {
 		{"--json without --probe", []string{"--json", "--", "true"}, nil, "--json goes with --probe"},
 		{"--probe with more", []string{"--probe", "--quiet"}, nil, "--probe takes only --json"},
 		{"--probe with a command", []string{"--probe", "--", "true"}, nil, "--probe takes no COMMAND"},
-		{"--timeout 0", []string{"--timeout", "0", "--", "true"}, nil, "--timeout must be a positive number"},
-		{"--timeout too large", []string{"--timeout", "9223372036854775807", "--", "true"}, nil, "--timeout must be a positive number"},
-		{"--timeout not a number", []string{"--timeout", "1s", "--", "true"}, nil, "--timeout"},
+		{"--timeout 0", []string{"--timeout", "0", "--", "true"}, nil, "--timeout must be a positive duration up to 9223372036854 ms, got 0 ms"},
+		{"--timeout 0s", []string{"--timeout", "0s", "--", "true"}, nil, "--timeout must be a positive duration"},
+		{"--timeout negative", []string{"--timeout", "-5s", "--", "true"}, nil, "--timeout must be a positive duration"},
+		{"--timeout too large", []string{"--timeout", "9223372036854775807", "--", "true"}, nil, "--timeout must be a positive duration"},
+		{"--timeout under a millisecond", []string{"--timeout", "10us", "--", "true"}, nil, `"10us": under a millisecond`},
+		{"--timeout not a duration", []string{"--timeout", "soon", "--", "true"}, nil, `"soon": want a duration (5s, 1500ms, 2m) or milliseconds`},
+		{"--timeout a duration", []string{"--timeout", "1m30s", "--", "true"}, []string{"true"}, ""},
+		{"did you mean", []string{"--alow-write", "/x", "--", "true"}, nil, "unknown flag: --alow-write (did you mean --allow-write?)"},
+		{"did you mean, a prefix", []string{"--allow-broad", "--", "true"}, nil, "(did you mean --allow-broad-workspace?)"},
 		{"--landlock-abi", []string{"--landlock-abi", "2", "--", "true"}, []string{"true"}, ""},
 		{"--probe --landlock-abi", []string{"--probe", "--landlock-abi", "5"}, []string{}, ""},
 		{"--landlock-abi 0", []string{"--landlock-abi", "0", "--", "true"}, nil, "--landlock-abi must be a Landlock ABI version (1 or more), got 0"},
@@ -47,7 +56,7 @@ func TestParse(t *testing.T) {
 		{"--probe with a limit", []string{"--probe", "--max-pids", "5"}, nil, "--probe takes only --json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parse(tc.argv)
+			o, err := parseArgs(tc.argv)
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.err)
@@ -58,24 +67,27 @@ func TestParse(t *testing.T) {
 			assert.Equal(t, tc.args, o.args)
 		})
 	}
-	o, err := parse([]string{"--allow-write", "/a,b", "--allow-write", "/c", "--timeout", "1500", "--", "x"})
+	o, err := parseArgs([]string{"--timeout", "2m", "--", "x"})
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Minute, o.timeout())
+	o, err = parseArgs([]string{"--allow-write", "/a,b", "--allow-write", "/c", "--timeout", "1500", "--", "x"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"/a,b", "/c"}, o.AllowWrite)
 	assert.Equal(t, int64(1500), o.timeout().Milliseconds())
-	o, err = parse([]string{"--max-memory", "256M", "--max-cpu", "0.5", "--", "x"})
+	o, err = parseArgs([]string{"--max-memory", "256M", "--max-cpu", "0.5", "--", "x"})
 	require.NoError(t, err)
 	assert.Equal(t, modes.Limits{MaxPids: modes.DefaultPids, MaxMemory: 256 << 20, MaxCPU: 0.5}, o.Limits, "flags given replace their field, the rest are defaults")
-	o, err = parse([]string{"--max-pids", "0", "--max-memory", "0", "--", "x"})
+	o, err = parseArgs([]string{"--max-pids", "0", "--max-memory", "0", "--", "x"})
 	require.NoError(t, err)
 	assert.Equal(t, modes.Limits{}, o.Limits, "0 is unlimited")
-	o, err = parse([]string{"--", "x"})
+	o, err = parseArgs([]string{"--", "x"})
 	require.NoError(t, err)
 	assert.Equal(t, modes.DefaultLimits(), o.Limits)
-	o, err = parse([]string{"--landlock-abi", "4", "--", "x"})
+	o, err = parseArgs([]string{"--landlock-abi", "4", "--", "x"})
 	require.NoError(t, err)
 	assert.Equal(t, 4, o.landlockABI)
 	for _, h := range []string{"--help", "-h", "--version"} {
-		o, err := parse([]string{h})
+		o, err := parseArgs([]string{h})
 		require.NoError(t, err, h)
 		assert.True(t, o.help || o.version, h)
 	}
@@ -95,7 +107,7 @@ func TestChildEnv(t *testing.T) {
 		{"unset wins over keep", []string{"--keep-env", "MONKEY", "--unsetenv", "MONKEY"}, []string{"PATH=/bin", "A=3", "B=2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parse(append(tc.argv, "--", "x"))
+			o, err := parseArgs(append(tc.argv, "--", "x"))
 			require.NoError(t, err)
 			got, err := childEnv(parent, o)
 			require.NoError(t, err)
@@ -103,9 +115,33 @@ func TestChildEnv(t *testing.T) {
 		})
 	}
 	for _, bad := range [][]string{{"--setenv", "X"}, {"--setenv", "=1"}, {"--keep-env", "A=B"}, {"--unsetenv", ""}} {
-		o, err := parse(append(bad, "--", "x"))
+		o, err := parseArgs(append(bad, "--", "x"))
 		require.NoError(t, err)
 		_, err = childEnv(parent, o)
 		assert.ErrorContains(t, err, "usage error: "+bad[0], bad)
 	}
+}
+
+// parseArgs parses argv with an empty environment: no home, so no user
+// policy file.
+func parseArgs(argv []string) (options, error) {
+	return parse(argv, nil)
+}
+
+// TestHelpClaimsHold: every flag whose help says what 0 means ("0:
+// unlimited") takes 0; every flag whose help names its values in
+// parentheses or after "e.g." is checked elsewhere.
+func TestHelpClaimsHold(t *testing.T) {
+	o, err := parseArgs([]string{"--help"})
+	require.NoError(t, err)
+	n := 0
+	o.flags.VisitAll(func(f *pflag.Flag) {
+		if !strings.Contains(f.Usage, "0: ") {
+			return
+		}
+		n++
+		_, err := parseArgs([]string{"--" + f.Name, "0", "--", "true"})
+		assert.NoError(t, err, "--%s's help says what 0 means: %q", f.Name, f.Usage)
+	})
+	assert.Positive(t, n, "no flag's help mentions 0")
 }

@@ -17,7 +17,7 @@ func TestManPage(t *testing.T) {
 	b, err := os.ReadFile("../../docs/dsh-sandbox-run.1")
 	require.NoError(t, err)
 	page := string(b)
-	o, err := parse([]string{"--help"})
+	o, err := parseArgs([]string{"--help"})
 	require.NoError(t, err)
 	o.flags.VisitAll(func(f *pflag.Flag) {
 		roff := `\-\-` + strings.ReplaceAll(f.Name, "-", `\-`)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/dsh-sandbox/dsh-sandbox/internal/signame"
+	"github.com/dsh-sandbox/dsh-sandbox/policyfile"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -33,8 +34,17 @@ type Report struct {
 	// (then Sandbox.Changes are the transaction's so far), when it ran in
 	// one.
 	Transaction string `json:"transaction,omitempty"`
-	ExitCode    int    `json:"exitCode"`
-	Signal      string `json:"signal,omitempty"`
+	// Argv is the command as given after "--", Cwd the directory it ran
+	// in (the caller's).
+	Argv []string `json:"argv,omitempty"`
+	Cwd  string   `json:"cwd,omitempty"`
+	// Presets are what the toolchain presets resolved to.
+	Presets []policyfile.Preset `json:"presets,omitempty"`
+	// DurationMs is the command's wall time, from its start to the end of
+	// its process tree, when it ran.
+	DurationMs *int64 `json:"durationMs,omitempty"`
+	ExitCode   int    `json:"exitCode"`
+	Signal     string `json:"signal,omitempty"`
 	// TimedOut: dsh-sandbox-run's --timeout fired while the command ran
 	// (it was then terminated; it may still have exited 0).
 	TimedOut bool `json:"timedOut"`
@@ -115,6 +125,10 @@ type reportFile struct {
 	path string
 	f    *os.File
 	st   os.FileInfo // what f was when opened
+	// argv, cwd and presets describe the command in every report written.
+	argv    []string
+	cwd     string
+	presets []policyfile.Preset
 }
 
 // openReport opens (creating or truncating) the report file, or returns
@@ -166,6 +180,7 @@ func (rf *reportFile) write(w io.Writer, r Report) {
 	if rf == nil {
 		return
 	}
+	r.Argv, r.Cwd, r.Presets = rf.argv, rf.cwd, rf.presets
 	if err := r.Overwrite(rf.f); err != nil {
 		fmt.Fprintf(w, "%s: cannot write report: %v\n", name, err)
 		return

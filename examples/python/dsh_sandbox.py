@@ -53,12 +53,17 @@ class Denial:
     path: str = ""
     address: str = ""
     reason: str = ""
+    # How to allow it: the flag ("--allow-write /srv"), or why nothing does.
+    suggest_flag: str = ""
+    cannot: str = ""
 
     @classmethod
     def from_json(cls, d: dict) -> "Denial":
+        suggest = d.get("suggest") or {}
         return cls(op=d["op"], syscall=d.get("syscall", ""), errno=d.get("errno", ""),
                    count=d.get("count", 1), path=d.get("path", ""),
-                   address=d.get("address", ""), reason=d.get("reason", ""))
+                   address=d.get("address", ""), reason=d.get("reason", ""),
+                   suggest_flag=suggest.get("flag", ""), cannot=suggest.get("cannot", ""))
 
     @property
     def target(self) -> str:
@@ -72,7 +77,48 @@ class Denial:
             details += f", {self.count}x"
         if self.reason:
             details += f", {self.reason}"
-        return f"{s} ({details})" if details else s
+        s = f"{s} ({details})" if details else s
+        if self.suggest_flag:
+            s += f"; allow with {self.suggest_flag}"
+        elif self.cannot:
+            s += f"; {self.cannot}"
+        return s
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path the command created, modified, removed, renamed or chmodded."""
+
+    op: str
+    path: str
+    from_path: str = ""
+    type: str = ""
+    size: int = 0
+    mode: str = ""
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Change":
+        return cls(op=d["op"], path=d["path"], from_path=d.get("from", ""),
+                   type=d.get("type", ""), size=d.get("size", 0), mode=d.get("mode", ""))
+
+    def __str__(self) -> str:
+        if self.from_path:
+            return f"{self.op} {self.from_path} -> {self.path}"
+        return f"{self.op} {self.path}"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the command used, where a cgroup measured it (None: not measured)."""
+
+    peak_memory_bytes: Optional[int] = None
+    cpu_time_ms: Optional[int] = None
+    peak_pids: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Usage":
+        return cls(peak_memory_bytes=d.get("peakMemoryBytes"), cpu_time_ms=d.get("cpuTimeMs"),
+                   peak_pids=d.get("peakPids"))
 
 
 @dataclass(frozen=True)
@@ -103,6 +149,10 @@ class Result:
     enforcement: Enforcement
     denials: List[Denial]
     denials_dropped: int = 0
+    changes: List[Change] = field(default_factory=list)
+    changes_dropped: int = 0
+    usage: Optional[Usage] = None
+    duration_ms: Optional[int] = None
     timed_out: bool = False
     signal: str = ""
     report: dict = field(default_factory=dict, repr=False)
@@ -123,6 +173,12 @@ class Result:
         lines.extend(str(d) for d in self.denials)
         if self.denials_dropped:
             lines.append(f"... and {self.denials_dropped} more denied calls not recorded")
+        lines.extend(str(c) for c in self.changes)
+        if self.changes_dropped:
+            lines.append(f"... and {self.changes_dropped} more changes")
+        u = self.usage
+        if u and u.peak_memory_bytes is not None:
+            lines.append(f"peak memory: {u.peak_memory_bytes} bytes, cpu: {u.cpu_time_ms} ms")
         if self.timed_out:
             lines.append("timed out")
         status = f"exit code: {self.exit_code}"
@@ -180,6 +236,10 @@ def run(command: str, *, mode: str = "read-only", workspace: Optional[str] = Non
         enforcement=Enforcement.from_json(facts.get("enforcement") or {}),
         denials=[Denial.from_json(d) for d in facts.get("denials") or []],
         denials_dropped=facts.get("denialsDropped", 0),
+        changes=[Change.from_json(c) for c in facts.get("changes") or []],
+        changes_dropped=facts.get("changesDropped", 0),
+        usage=Usage.from_json(facts["usage"]) if facts.get("usage") else None,
+        duration_ms=report.get("durationMs"),
         timed_out=report.get("timedOut", False),
         signal=report.get("signal", ""),
         report=report,

@@ -63,7 +63,7 @@ func TestPythonExample(t *testing.T) {
 		assert.Equal(t, 1, ee.ExitCode())
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		assert.Equal(t, "hi", lines[0])
-		assert.Contains(t, lines, "sandbox: denied write "+filepath.Join(ws, "denied.txt")+" (openat EROFS)")
+		assert.Contains(t, lines, "sandbox: denied write "+filepath.Join(ws, "denied.txt")+" (openat EROFS); allow with --mode workspace-write")
 		assert.Regexp(t, `^sandbox: mode: read-only, enforcement: (full|partial)`, lines[1])
 		assert.Equal(t, "sandbox: exit code: 1", lines[len(lines)-1])
 		assert.Contains(t, string(ee.Stderr), "denied.txt: Read-only file system")

@@ -36,6 +36,13 @@ class HarnessTest(unittest.TestCase):
         self.assertFalse(res.denied, res.denials)
         self.assertIn(res.enforcement.level, ("full", "partial"))
         self.assertTrue(os.path.exists(os.path.join(self.ws, "hello.txt")))
+        hello = os.path.join(self.ws, "hello.txt")
+        self.assertIn(dsh_sandbox.Change(op="created", path=hello, type="file", size=6,
+                                         mode="0644"), res.changes)
+        self.assertIn(f"created {hello}", res.facts())
+        self.assertIsNotNone(res.duration_ms)
+        if res.usage is not None and res.usage.cpu_time_ms is not None:
+            self.assertGreaterEqual(res.usage.cpu_time_ms, 0)
 
     def test_denied_write_is_a_fact(self):
         target = os.path.join(self.ws, "denied.txt")
@@ -46,7 +53,9 @@ class HarnessTest(unittest.TestCase):
         self.assertEqual([d.path for d in writes], [target], res.denials)
         self.assertEqual(writes[0].errno, "EROFS")
         self.assertFalse(os.path.exists(target), "the denied write went through")
-        self.assertIn(f"denied write {target} ({writes[0].syscall} EROFS)", res.facts())
+        self.assertEqual(writes[0].suggest_flag, "--mode workspace-write")
+        self.assertIn(f"denied write {target} ({writes[0].syscall} EROFS); allow with "
+                      "--mode workspace-write", res.facts())
 
     def test_denied_write_outside_the_workspace(self):
         base = next((b for b in ("/var/tmp", os.path.expanduser("~"))

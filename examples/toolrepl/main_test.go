@@ -38,7 +38,7 @@ func TestSession(t *testing.T) {
 		"  in:        "+ws+"\n"+
 		"  mode:      read-only -> workspace-write\n"+
 		"  because:   The file is the deliverable.\n"+
-		"  last run:  denied write "+filepath.Join(ws, "f.txt")+" (read-only mode)\n"+
+		"  last run:  denied write "+filepath.Join(ws, "f.txt")+" (read-only mode); allow with --mode workspace-write\n"+
 		"allow once? [y/n] ")
 	assert.Contains(t, got, "started background task bash-1")
 	assert.Contains(t, got, "bg\n[status: completed, exit code: 0]")

@@ -124,7 +124,7 @@ if grep -q '^github.com/dsh-sandbox/dsh-sandbox/cmd/dsh-sandbox-mcp ' "$run/pack
   fi
   ts_cache="$run/mcp-ts-sdk"
   cp -a "$ts_host" "$ts_cache"
-  cp "$root/cmd/dsh-sandbox-mcp/testdata/tsclient.mjs" "$ts_cache/"
+  cp "$root"/cmd/dsh-sandbox-mcp/testdata/*.mjs "$ts_cache/"
   chmod -R a+rX "$ts_cache"
 fi
 chmod 0755 "$run/bin"/*

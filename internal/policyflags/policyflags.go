@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -47,9 +49,19 @@ type Policy struct {
 	// with each --max-* flag given replacing its field (0: unlimited).
 	Limits modes.Limits
 
+	// Preset names toolchains whose configured registries are allowed
+	// (ApplyPresets).
+	Preset []string
+	// Profile, Config and NoConfig choose the policy files (LoadFiles).
+	Profile  string
+	Config   string
+	NoConfig bool
+
 	maxPids   int
 	maxMemory string
 	maxCPU    float64
+	// fromFile are the limit flags' names a policy file set.
+	fromFile map[string]bool
 }
 
 // Defaults are what differs between the commands in the policy flags.
@@ -94,17 +106,18 @@ func (p *Policy) AddLimitFlags(fs *pflag.FlagSet) {
 // "usage error: " error.
 func (p *Policy) CheckLimits(fs *pflag.FlagSet) error {
 	p.Limits = modes.DefaultLimits()
-	if fs.Changed("max-pids") {
+	given := func(f string) bool { return fs.Changed(f) || p.fromFile[f] }
+	if given("max-pids") {
 		p.Limits.MaxPids = p.maxPids
 	}
-	if fs.Changed("max-memory") {
+	if given("max-memory") {
 		n, err := modes.ParseSize(p.maxMemory)
 		if err != nil {
 			return fmt.Errorf("usage error: --max-memory: %w", err)
 		}
 		p.Limits.MaxMemory = n
 	}
-	if fs.Changed("max-cpu") {
+	if given("max-cpu") {
 		p.Limits.MaxCPU = p.maxCPU
 	}
 	if err := p.Limits.Validate(); err != nil {
@@ -125,28 +138,98 @@ func (p *Policy) CheckNetwork() error {
 	return nil
 }
 
-// Allowlist is the network allowlist the flags make, or nil.
-func (p *Policy) Allowlist() (*modes.Allowlist, error) {
-	if len(p.AllowDomain) == 0 && len(p.AllowHost) == 0 {
-		return nil, nil
+// Allowlist is the network allowlist the flags make, or nil; getenv is the
+// caller's environment, which names its upstream proxy.
+func (p *Policy) Allowlist(getenv func(string) string) (*modes.Allowlist, error) {
+	al, err := modes.NewAllowlist(p.AllowDomain, p.DenyDomain, p.AllowHost, p.Resolve)
+	if al == nil || err != nil {
+		return al, err
 	}
-	al := &modes.Allowlist{Domains: p.AllowDomain, Deny: p.DenyDomain}
-	for _, h := range p.AllowHost {
-		ap, err := modes.ParseHost(h)
-		if err != nil {
-			return nil, err
-		}
-		al.Hosts = append(al.Hosts, ap)
-	}
-	for _, r := range p.Resolve {
-		name, addrs, err := modes.ParseResolve(r)
-		if err != nil {
-			return nil, err
-		}
-		if al.Resolve == nil {
-			al.Resolve = map[string][]netip.Addr{}
-		}
-		al.Resolve[name] = append(al.Resolve[name], addrs...)
+	// The egress proxy reaches what it allows through the caller's own
+	// proxy, if any (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY, NO_PROXY).
+	if al.Upstream, err = modes.UpstreamFromEnv(getenv); err != nil {
+		return nil, err
 	}
 	return al, nil
 }
+
+// DidYouMean adds to a parse error of fs about an unknown flag the flag of
+// fs it most likely meant: the only one it is a prefix of, else the nearest
+// one at most two edits away ("--alow-write": "did you mean
+// --allow-write?"). Other errors are returned as they are.
+func DidYouMean(fs *pflag.FlagSet, err error) error {
+	msg := err.Error()
+	const prefix = "unknown flag: --"
+	if !strings.HasPrefix(msg, prefix) {
+		return err
+	}
+	given := strings.TrimPrefix(msg, prefix)
+	best, bestDist, prefixOf := "", 3, []string{}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if strings.HasPrefix(f.Name, given) {
+			prefixOf = append(prefixOf, f.Name)
+		}
+		if d := editDistance(given, f.Name); d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	if len(prefixOf) == 1 {
+		best = prefixOf[0]
+	}
+	if best == "" {
+		return err
+	}
+	return fmt.Errorf("%w (did you mean --%s?)", err, best)
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// Millis is a flag value kept in milliseconds in *ms that takes a Go
+// duration ("5s", "1500ms", "2m") or a plain number of milliseconds.
+func Millis(ms *int64) pflag.Value { return millis{ms} }
+
+type millis struct{ ms *int64 }
+
+func (v millis) String() string {
+	if v.ms == nil || *v.ms == 0 {
+		return ""
+	}
+	return strconv.FormatInt(*v.ms, 10) + "ms"
+}
+
+func (v millis) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*v.ms = n
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q: want a duration (5s, 1500ms, 2m) or milliseconds", s)
+	}
+	if d > 0 && d < time.Millisecond {
+		return fmt.Errorf("%q: under a millisecond", s)
+	}
+	*v.ms = d.Milliseconds()
+	return nil
+}
+
+func (millis) Type() string { return "duration" }

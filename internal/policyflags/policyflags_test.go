@@ -2,6 +2,8 @@ package policyflags
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -17,6 +19,7 @@ func parse(t *testing.T, argv ...string) (*Policy, *pflag.FlagSet) {
 	fs := NewFlagSet("test")
 	p.AddPolicyFlags(fs, Defaults{Mode: "read-only", Workspace: "here"})
 	p.AddLimitFlags(fs)
+	p.AddFileFlags(fs)
 	require.NoError(t, fs.Parse(argv))
 	return &p, fs
 }
@@ -54,12 +57,12 @@ func TestChecks(t *testing.T) {
 
 func TestAllowlist(t *testing.T) {
 	p, _ := parse(t)
-	al, err := p.Allowlist()
+	al, err := p.Allowlist(func(string) string { return "" })
 	require.NoError(t, err)
 	assert.Nil(t, al, "no allowlist without --allow-domain or --allow-host")
 
 	p, _ = parse(t, "--allow-domain", "*.example.com", "--deny-domain", "x.example.com", "--allow-host", "localhost:5432", "--resolve", "r.test=127.0.0.1,::1")
-	al, err = p.Allowlist()
+	al, err = p.Allowlist(func(string) string { return "" })
 	require.NoError(t, err)
 	assert.Equal(t, []string{"*.example.com"}, al.Domains)
 	assert.Equal(t, []string{"x.example.com"}, al.Deny)
@@ -67,6 +70,28 @@ func TestAllowlist(t *testing.T) {
 	assert.Equal(t, []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}, al.Resolve["r.test"])
 
 	p, _ = parse(t, "--allow-host", "example.com:80")
-	_, err = p.Allowlist()
+	_, err = p.Allowlist(func(string) string { return "" })
 	assert.Error(t, err, "a host that is not loopback")
+}
+
+// TestUserFileSymlinkRefused: the default user file is never read through
+// a symlink (what it points to may lie in a writable root); --config FILE
+// names one explicitly.
+func TestUserFileSymlinkRefused(t *testing.T) {
+	home, elsewhere := t.TempDir(), t.TempDir()
+	dir := filepath.Join(home, ".config", "dsh-sandbox")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	target := filepath.Join(elsewhere, "policy.toml")
+	require.NoError(t, os.WriteFile(target, []byte("mode = \"workspace-write\"\n"), 0o644))
+	require.NoError(t, os.Symlink(target, filepath.Join(dir, "config.toml")))
+	getenv := func(k string) string { return map[string]string{"HOME": home}[k] }
+
+	p, fs := parse(t, "--workspace", elsewhere)
+	_, err := p.LoadFiles(fs, getenv)
+	assert.ErrorContains(t, err, "config.toml is a symlink: a confined command could change what it points to")
+
+	p, fs = parse(t, "--workspace", elsewhere, "--config", target)
+	_, err = p.LoadFiles(fs, getenv)
+	require.NoError(t, err)
+	assert.Equal(t, "workspace-write", p.Mode)
 }

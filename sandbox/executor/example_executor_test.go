@@ -45,7 +45,7 @@ func ExampleExecutor_Run() {
 	// hello
 	// exit code: 1
 	// denied: true
-	// denied write /etc/dsh-example (workspace-write mode)
+	// denied write /etc/dsh-example (workspace-write mode); allow with --allow-write /etc
 }
 
 // A background command: consuming reads return what is new since the
@@ -109,5 +109,5 @@ func ExampleConfig_allowlist() {
 	// Output:
 	// proxy set
 	// dsh-sandbox: connect to evil.example:80 denied (workspace-write mode, not in the allowlist)
-	// denied connect evil.example:80 (workspace-write mode, not in the allowlist)
+	// denied connect evil.example:80 (workspace-write mode, not in the allowlist); allow with --allow-domain evil.example
 }

@@ -120,6 +120,11 @@ type Request struct {
 	StdoutMaxBytes int
 	// Stdin is the command's standard input; nil means /dev/null.
 	Stdin io.Reader
+	// Output, when not nil, receives the command's output (stdout and
+	// stderr, as read) while it runs, for progress reports. It is called
+	// from the goroutines that drain the pipes: it must return at once, and
+	// must not keep p.
+	Output func(p []byte)
 	// Env is set in the command's environment over the scrubbed parent's.
 	Env map[string]string
 	// DshEnv is the managed DSH_* snapshot, set last.
@@ -127,6 +132,10 @@ type Request struct {
 	// Network replaces the executor's network policy (Config.Network and
 	// Config.Allowlist) for this command; nil keeps it.
 	Network *Network
+	// Grant widens this one command narrowly, keeping every layer: more
+	// writable directories, destinations and writable protected names (an
+	// approver's "allow just these" instead of a wider mode); nil: none.
+	Grant *Grant
 	// Transaction runs the command in that transaction (Cmd.Transaction):
 	// its workspace must be the request's, its mode a confined one.
 	Transaction *transaction.Tx
@@ -139,6 +148,18 @@ type Network struct {
 	Allowlist *modes.Allowlist
 }
 
+// Grant is what a request adds to the executor's policy for one command,
+// each entry checked as Config's are (a directory must exist and not be
+// broad; a host must be a loopback HOST:PORT; a name must be one of
+// modes.ProtectedNames). Domains and hosts make or extend the allowlist;
+// with the network on they add nothing.
+type Grant struct {
+	AllowWrite  []string
+	AllowDomain []string
+	AllowHost   []string
+	Unprotect   []string
+}
+
 // Resolved is a request with every default filled in: what will be spawned.
 type Resolved struct {
 	Command   string
@@ -149,6 +170,7 @@ type Resolved struct {
 	Policy    modes.Policy
 	Env       []string // the command's whole environment, sorted
 	Stdin     io.Reader
+	Output    func(p []byte)
 	// StdoutTail and StderrTail are the in-memory tail sizes.
 	StdoutTail, StderrTail int
 	// Transaction is the request's, or nil.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,7 +161,7 @@ func (e *Executor) Close() error {
 // Resolve checks req and fills its defaults. Errors wrap ErrInvalidRequest,
 // or a modes error when the workspace is unusable.
 func (e *Executor) Resolve(req Request) (Resolved, error) {
-	r := Resolved{Command: req.Command, Stdin: req.Stdin, StdoutTail: e.cfg.TailBytes, StderrTail: e.cfg.TailBytes, Transaction: req.Transaction}
+	r := Resolved{Command: req.Command, Stdin: req.Stdin, Output: req.Output, StdoutTail: e.cfg.TailBytes, StderrTail: e.cfg.TailBytes, Transaction: req.Transaction}
 	if strings.TrimSpace(req.Command) == "" {
 		return Resolved{}, invalidf("command must be a non-empty string")
 	}
@@ -219,6 +220,26 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		}
 		network, allowlist = req.Network.On, req.Network.Allowlist
 	}
+	allowWrite, unprotect := e.cfg.AllowWrite, e.cfg.Unprotect
+	if g := req.Grant; g != nil {
+		allowWrite = append(slices.Clip(allowWrite), g.AllowWrite...)
+		unprotect = append(slices.Clip(unprotect), g.Unprotect...)
+		if !network && (len(g.AllowDomain) > 0 || len(g.AllowHost) > 0) {
+			var al modes.Allowlist
+			if allowlist != nil {
+				al = *allowlist
+			}
+			al.Domains = append(slices.Clip(al.Domains), g.AllowDomain...)
+			for _, h := range g.AllowHost {
+				ap, err := modes.ParseHost(h)
+				if err != nil {
+					return Resolved{}, invalidf("grant: %v", err)
+				}
+				al.Hosts = append(slices.Clip(al.Hosts), ap)
+			}
+			allowlist = &al
+		}
+	}
 	var denyRead, allowRead []string
 	if r.Mode.Confines() { // danger-full-access hides nothing
 		denyRead, allowRead = e.cfg.DenyRead, e.cfg.AllowRead
@@ -228,10 +249,10 @@ func (e *Executor) Resolve(req Request) (Resolved, error) {
 		DenyRead:   denyRead,
 		AllowRead:  allowRead,
 		Workspace:  base,
-		AllowWrite: e.cfg.AllowWrite,
+		AllowWrite: allowWrite,
 		// Other sessions' spill files are not the command's to change.
 		Protect:   append(append([]string(nil), e.cfg.Protect...), e.spillDir),
-		Unprotect: e.cfg.Unprotect,
+		Unprotect: unprotect,
 		Network:   network,
 		Allowlist: allowlist,
 		Limits:    e.cfg.Limits,

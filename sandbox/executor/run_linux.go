@@ -256,6 +256,9 @@ func (j *job) drain(r *os.File, c *collector) {
 		if buf != nil {
 			if n > 0 {
 				c.Write((*buf)[:n])
+				if j.r.Output != nil {
+					j.r.Output((*buf)[:n])
+				}
 			}
 			readBuffers.Put(buf)
 		}

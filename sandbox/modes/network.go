@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,37 @@ type Allowlist struct {
 	// Resolve pins names for the proxy, as curl --resolve does; other
 	// names use the host's resolver.
 	Resolve map[string][]netip.Addr `json:"resolve,omitempty"`
+	// Upstream, when not nil, is the caller's proxy the egress proxy
+	// reaches allowed destinations through (see Upstream).
+	Upstream *Upstream `json:"upstream,omitempty"`
+}
+
+// NewAllowlist builds the allowlist of the --allow-domain, --deny-domain,
+// --allow-host and --resolve values (ParseHost, ParseResolve); nil when
+// neither domains nor hosts are given.
+func NewAllowlist(domains, deny, hosts, resolve []string) (*Allowlist, error) {
+	if len(domains) == 0 && len(hosts) == 0 {
+		return nil, nil
+	}
+	al := &Allowlist{Domains: domains, Deny: deny}
+	for _, h := range hosts {
+		ap, err := ParseHost(h)
+		if err != nil {
+			return nil, err
+		}
+		al.Hosts = append(al.Hosts, ap)
+	}
+	for _, r := range resolve {
+		name, addrs, err := ParseResolve(r)
+		if err != nil {
+			return nil, err
+		}
+		if al.Resolve == nil {
+			al.Resolve = map[string][]netip.Addr{}
+		}
+		al.Resolve[name] = append(al.Resolve[name], addrs...)
+	}
+	return al, nil
 }
 
 // ParseHost parses an --allow-host value: a loopback HOST:PORT, where HOST
@@ -158,7 +190,14 @@ func (p pattern) matchName(host string) bool {
 // canonical validates a and returns it with patterns normalised, sorted
 // and deduplicated.
 func (a Allowlist) canonical() (Allowlist, error) {
-	var out Allowlist
+	out := Allowlist{Upstream: a.Upstream}
+	if u := a.Upstream; u != nil {
+		for _, p := range []*url.URL{u.HTTPS, u.HTTP} {
+			if p != nil && ((p.Scheme != "http" && p.Scheme != "https") || p.Hostname() == "") {
+				return Allowlist{}, fmt.Errorf("%w: upstream proxy %s: want an http:// or https:// proxy URL", ErrAllowlist, redact(p))
+			}
+		}
+	}
 	for _, set := range []struct {
 		in   []string
 		out  *[]string

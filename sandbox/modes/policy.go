@@ -89,6 +89,13 @@ type Policy struct {
 	// Options.AllowRead. Entries need not exist; the sandbox hides those
 	// that do. Empty in danger-full-access.
 	DenyRead []string `json:"denyRead"`
+	// CredentialFiles are the deny-read paths that are tools' credential
+	// files with settings (~/.npmrc, ~/.pypirc, pip.conf,
+	// ~/.docker/config.json, cargo's credentials): a mount view shows a
+	// copy of each without its secrets, read-only, instead of hiding it
+	// whole (sandbox/internal/credfiles). A pip.conf is one only when it
+	// holds a secret (else it is not hidden at all).
+	CredentialFiles []string `json:"credentialFiles,omitempty"`
 	// Limits are the command's resource limits (every mode; 0: unlimited).
 	Limits Limits `json:"limits"`
 	// Caches, under workspace-write, are the toolchain caches (ToolCaches)
@@ -153,7 +160,7 @@ func Derive(o Options) (Policy, error) {
 		return p, nil
 	}
 	homes := homeDirs(o.Homes)
-	if p.DenyRead, err = denyReadSet(homes, os.Getuid() == 0, o.DenyRead, o.AllowRead); err != nil {
+	if p.DenyRead, p.CredentialFiles, err = denyReadSet(homes, os.Getuid() == 0, o.DenyRead, o.AllowRead); err != nil {
 		return Policy{}, err
 	}
 	if o.Mode != WorkspaceWrite {
@@ -198,6 +205,16 @@ func Derive(o Options) (Policy, error) {
 		}
 	}
 	p.WritableRoots = minimalRoots(roots)
+	for _, h := range homes {
+		for _, d := range PolicyDirs(h) {
+			d = canonicalMaybeMissing(d)
+			for _, r := range p.WritableRoots {
+				if Within(r, d) {
+					return Policy{}, fmt.Errorf("%w: %s lies in %s, dsh-sandbox's own policy directory, which stays read-only", ErrWritableRoot, r, d)
+				}
+			}
+		}
+	}
 
 	names, err := protectedNames(o.Unprotect)
 	if err != nil {
@@ -206,6 +223,11 @@ func Derive(o Options) (Policy, error) {
 	prot := namedProtected(p, names)
 	for _, rel := range DefaultProtected() {
 		prot = append(prot, gitProtected(ws, rel)...)
+	}
+	for _, h := range homes {
+		for _, d := range PolicyDirs(h) {
+			prot = append(prot, canonicalMaybeMissing(d), canonicalEntry(d))
+		}
 	}
 	for _, pp := range o.Protect {
 		if pp == "" {

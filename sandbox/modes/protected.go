@@ -14,11 +14,12 @@ import (
 // later, outside the sandbox, execute or load what they hold: shell startup
 // files, git's per-user config and submodule map, editor and IDE task and
 // settings directories, agent configuration (MCP servers, commands, hooks)
-// and direnv's .envrc. Options.Unprotect takes names out of the set.
+// direnv's .envrc and dsh-sandbox's own project policy file. Options.Unprotect
+// takes names out of the set.
 func ProtectedNames() []string {
 	return []string{
 		".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile",
-		".gitconfig", ".gitmodules", ".ripgreprc", ".mcp.json", ".envrc",
+		".gitconfig", ".gitmodules", ".ripgreprc", ".mcp.json", ".envrc", ".dsh-sandbox.toml",
 		".vscode", ".idea", ".devcontainer", ".cursor",
 		".claude", ".codex", ".agents",
 	}
@@ -87,4 +88,13 @@ func namedProtected(p Policy, names []string) []string {
 		}
 	}
 	return out
+}
+
+// PolicyDirs returns dsh-sandbox's own directories in home: the user's
+// policy (config.toml) and the state that records which project files the
+// user trusted. Every confined mode keeps them read-only, wherever a
+// writable root lies: a command that could write them could widen the
+// policy of the next one.
+func PolicyDirs(home string) []string {
+	return []string{filepath.Join(home, ".config", "dsh-sandbox"), filepath.Join(home, ".local", "state", "dsh-sandbox")}
 }

@@ -109,3 +109,25 @@ func TestAuditedRoots(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, tc.p.AuditedRoots()) })
 	}
 }
+
+// TestDerivePolicyDirs: dsh-sandbox's own policy and trust directories in
+// each home stay read-only inside a writable root that holds them, existing
+// or not, and a writable root inside one is refused.
+func TestDerivePolicyDirs(t *testing.T) {
+	home := outsideTmp(t)
+	ws := mkdir(t, home, "ws")
+	cfg := mkdir(t, home, ".config")
+	state := filepath.Join(home, ".local", "state")
+	require.NoError(t, os.MkdirAll(filepath.Join(state, "dsh-sandbox"), 0o755))
+	p, err := Derive(Options{Mode: WorkspaceWrite, Workspace: ws, AllowWrite: []string{cfg, filepath.Join(home, ".local")}, Homes: []string{home}})
+	require.NoError(t, err)
+	for _, d := range PolicyDirs(home) {
+		assert.True(t, p.Protects(d), "%s protected", d)
+		assert.True(t, p.Protects(filepath.Join(d, "config.toml")), "%s/config.toml protected", d)
+	}
+	assert.False(t, p.Protects(filepath.Join(cfg, "other")), "the rest of the root stays writable")
+
+	_, err = Derive(Options{Mode: WorkspaceWrite, Workspace: ws, AllowWrite: []string{filepath.Join(state, "dsh-sandbox")}, Homes: []string{home}})
+	require.ErrorIs(t, err, ErrWritableRoot)
+	assert.ErrorContains(t, err, "dsh-sandbox's own policy directory")
+}

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/credfiles"
 )
 
 // HomeSecrets returns the entries of a home directory that the confined
@@ -69,17 +72,35 @@ func RootSecrets() []string {
 var ErrDenyRead = errors.New("bad deny-read set")
 
 // denyReadSet derives the canonical deny-read set: HomeSecrets in each of
-// homes, RootSecrets when root, plus deny, minus allow. An allow path must
+// homes, RootSecrets when root, plus deny, minus allow; and the credential
+// files in it (credfiles.Files in each home, but those deny names itself),
+// a pip.conf with a secret among them. An allow path must
 // be an entry of the set or lie under one; under one, the entry is replaced
 // by its existing entries other than the way down to the allowed path (so
 // that only the allowed path becomes readable). Symlinks met on the way are
 // left out: their targets are masked, or not, where they lie. Nothing is
 // created or changed on the host.
-func denyReadSet(homes []string, root bool, deny, allow []string) ([]string, error) {
-	var set []string
+func denyReadSet(homes []string, root bool, deny, allow []string) (set, creds []string, err error) {
 	for _, h := range homes {
 		for _, rel := range HomeSecrets() {
 			set = append(set, canonicalMaybeMissing(filepath.Join(h, rel)))
+		}
+		for _, rel := range credfiles.Files() {
+			c := canonicalMaybeMissing(filepath.Join(h, rel))
+			if !slices.Contains(HomeSecrets(), rel) {
+				// A pip.conf: hidden only when it holds a secret (or
+				// cannot be read to tell).
+				if _, err := os.Lstat(c); err != nil {
+					continue
+				}
+				if data, err := credfiles.Read(c); err == nil {
+					if _, removed, err := credfiles.Sanitize(c, data); err == nil && !removed {
+						continue
+					}
+				}
+				set = append(set, c)
+			}
+			creds = append(creds, c)
 		}
 	}
 	// dsh-sandbox's own state where $XDG_STATE_HOME moves it (the
@@ -95,15 +116,16 @@ func denyReadSet(homes []string, root bool, deny, allow []string) ([]string, err
 	for _, d := range deny {
 		c, err := secretInput("--deny-read", d)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		set = append(set, c)
+		creds = slices.DeleteFunc(creds, func(p string) bool { return p == c })
 	}
 	set = outermost(set)
 	for _, a := range allow {
 		c, err := secretInput("--allow-read", a)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var next []string
 		found := false
@@ -115,16 +137,21 @@ func denyReadSet(homes []string, root bool, deny, allow []string) ([]string, err
 			found = true
 			rest, err := splitAround(e, c)
 			if err != nil {
-				return nil, fmt.Errorf("%w: --allow-read %s: %w", ErrDenyRead, a, err)
+				return nil, nil, fmt.Errorf("%w: --allow-read %s: %w", ErrDenyRead, a, err)
 			}
 			next = append(next, rest...)
 		}
 		if !found {
-			return nil, fmt.Errorf("%w: --allow-read %s: not in the deny-read set, nor under an entry of it", ErrDenyRead, a)
+			return nil, nil, fmt.Errorf("%w: --allow-read %s: not in the deny-read set, nor under an entry of it", ErrDenyRead, a)
 		}
 		set = next
 	}
-	return outermost(set), nil
+	set = outermost(set)
+	// A credential file is copied only where it is an entry of its own
+	// (not under a directory hidden whole, nor allowed).
+	creds = slices.DeleteFunc(creds, func(p string) bool { return !slices.Contains(set, p) })
+	slices.Sort(creds)
+	return set, slices.Compact(creds), nil
 }
 
 // secretInput checks a --deny-read or --allow-read path and returns it
@@ -210,6 +237,11 @@ func (p Policy) checkDenyRead() error {
 			if Within(r, d) {
 				return fmt.Errorf("deny-read path %s contains the writable root %s (--allow-read %s)", d, r, d)
 			}
+		}
+	}
+	for _, c := range p.CredentialFiles {
+		if !slices.Contains(p.DenyRead, c) {
+			return fmt.Errorf("credential file %s is not a deny-read path", c)
 		}
 	}
 	return nil

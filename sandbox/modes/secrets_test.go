@@ -75,7 +75,7 @@ func TestSecretsSiblings(t *testing.T) {
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(h, p)
 		}
-		set, err := denyReadSet([]string{h}, tc.root, nil, nil)
+		set, _, err := denyReadSet([]string{h}, tc.root, nil, nil)
 		require.NoError(t, err)
 		pol := Policy{DenyRead: set}
 		// The set is canonical: /etc/ssl/private may be a symlink's

@@ -23,14 +23,17 @@ type Change struct {
 	// Mode is the final permission bits, in octal ("0644"); "" when
 	// removed.
 	Mode string `json:"mode,omitempty"`
+	// Root is the writable root the path lies in.
+	Root string `json:"root,omitempty"`
 }
 
-// MaxChanges is how many changes a command's result lists; the rest are
-// only counted.
+// MaxChanges is how many changes a command's result lists per writable
+// root; the rest are only counted, so that the churn of one root (a build's
+// temporary files in /tmp) cannot crowd out the workspace's own changes.
 const MaxChanges = 1000
 
-// MaxTracked is how many distinct paths a tracker remembers: past it, the
-// paths named for the first time are only counted (as dropped changes), so
-// a command that writes millions of files cannot grow the supervisor
-// without bound.
+// MaxTracked is how many distinct paths a tracker remembers per writable
+// root: past it, the paths of that root named for the first time are only
+// counted (as dropped changes), so a command that writes millions of files
+// cannot grow the supervisor without bound.
 const MaxTracked = 20 * MaxChanges

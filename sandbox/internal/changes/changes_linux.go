@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -47,31 +48,43 @@ func TypeOf(mode uint32) string {
 // Tracker records the paths one command's allowed write-like calls named.
 // Touch may be called from several goroutines; Settle once, at the end.
 type Tracker struct {
-	roots []string // the writable roots: only paths beneath them count
+	roots []string // the writable roots (and the workspace): only paths beneath them count
 
 	mu      sync.Mutex
 	root    int // the command's root directory (a duplicate), -1 until the first Touch
 	order   []string
 	before  map[string]state
-	renames []rename // in the order the calls were made
-	dropped int
-	off     bool // the kernel has no openat2: nothing is recorded
+	renames []rename       // in the order the calls were made
+	tracked map[string]int // paths recorded, by writable root
+	dropped map[string]int // paths named but not recorded, by writable root
+	off     bool           // the kernel has no openat2: nothing is recorded
 }
 
 // NewTracker returns the tracker of a command run under p: it records
 // paths beneath p's writable roots (not device sinks or terminals).
 func NewTracker(p modes.Policy) *Tracker {
-	return &Tracker{roots: p.WritableRoots, root: -1, before: map[string]state{}}
-}
-
-// within reports whether canonical path p lies in a writable root.
-func (t *Tracker) within(p string) bool {
-	for _, r := range t.roots {
-		if modes.Within(p, r) {
-			return true
+	roots := slices.Clone(p.WritableRoots)
+	// The workspace is a root of its own even inside a wider one (/tmp):
+	// its changes are counted apart from the rest of that root's.
+	for _, r := range p.WritableRoots {
+		if p.Workspace != "" && p.Workspace != r && modes.Within(p.Workspace, r) {
+			roots = append(roots, p.Workspace)
+			break
 		}
 	}
-	return false
+	return &Tracker{roots: roots, root: -1, before: map[string]state{},
+		tracked: map[string]int{}, dropped: map[string]int{}}
+}
+
+// rootOf is the writable root canonical path p lies in, or "".
+func (t *Tracker) rootOf(p string) string {
+	best := ""
+	for _, r := range t.roots {
+		if modes.Within(p, r) && len(r) > len(best) {
+			best = r
+		}
+	}
+	return best
 }
 
 // Touch records canonical path p, named by a write-like call the policy
@@ -79,7 +92,11 @@ func (t *Tracker) within(p string) bool {
 // command's root directory): the first time only. Call it before letting
 // the call continue.
 func (t *Tracker) Touch(rootfd int, p string) {
-	if t == nil || !t.within(p) {
+	if t == nil {
+		return
+	}
+	r := t.rootOf(p)
+	if r == "" {
 		return
 	}
 	t.mu.Lock()
@@ -90,18 +107,19 @@ func (t *Tracker) Touch(rootfd int, p string) {
 	if _, ok := t.before[p]; ok {
 		return
 	}
-	if len(t.order) >= MaxTracked {
-		t.dropped++
+	if t.tracked[r] >= MaxTracked {
+		t.dropped[r]++
 		return
 	}
 	if t.root < 0 {
 		fd, err := unix.FcntlInt(uintptr(rootfd), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
-			t.dropped++
+			t.dropped[r]++
 			return
 		}
 		t.root = fd
 	}
+	t.tracked[r]++
 	s, err := lookupPath(t.root, p)
 	if errors.Is(err, unix.ENOSYS) {
 		t.off = true
@@ -123,7 +141,7 @@ func (t *Tracker) Rename(rootfd int, from, to string) {
 	}
 	t.Touch(rootfd, from)
 	t.Touch(rootfd, to)
-	if !t.within(from) || !t.within(to) {
+	if t.rootOf(from) == "" || t.rootOf(to) == "" {
 		return
 	}
 	t.mu.Lock()
@@ -214,16 +232,26 @@ func lookup(root int, p string, dirs dirCache) (state, error) {
 
 // Settle compares every recorded path with what it is now, once the
 // command's processes are gone, and returns the changes in the order the
-// paths were first named (at most MaxChanges) and how many were left out.
-// It releases the tracker's root: call it once.
-func (t *Tracker) Settle() (out []Change, dropped int) {
+// paths were first named (at most MaxChanges per writable root) and how
+// many were left out in each root that left some out. It releases the
+// tracker's root: call it once.
+func (t *Tracker) Settle() (out []Change, dropped map[string]int) {
 	if t == nil {
-		return nil, 0
+		return nil, nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	drop := func(r string, n int) {
+		if dropped == nil {
+			dropped = map[string]int{}
+		}
+		dropped[r] += n
+	}
+	for r, n := range t.dropped {
+		drop(r, n)
+	}
 	if t.root < 0 {
-		return nil, t.dropped
+		return nil, dropped
 	}
 	dirs := dirCache{}
 	after := make(map[string]state, len(t.order))
@@ -283,17 +311,20 @@ func (t *Tracker) Settle() (out []Change, dropped int) {
 		}
 		changes = append(changes, c)
 	}
+	listed := map[string]int{}
 	for _, c := range changes {
 		if c.Op == OpRemoved && moved[c.Path] {
 			continue
 		}
-		if len(out) == MaxChanges {
-			dropped++
+		c.Root = t.rootOf(c.Path)
+		if listed[c.Root] == MaxChanges {
+			drop(c.Root, 1)
 			continue
 		}
+		listed[c.Root]++
 		out = append(out, c)
 	}
-	return out, dropped + t.dropped
+	return out, dropped
 }
 
 // Close releases the tracker's root without settling (a command that never

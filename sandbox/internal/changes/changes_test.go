@@ -207,6 +207,9 @@ func TestSettle(t *testing.T) {
 			}
 			tc.run(f)
 			got, dropped := tr.Settle()
+			for i := range tc.want {
+				tc.want[i].Root = "/ws" // every path of these is in the one root
+			}
 			require.Equal(t, tc.want, got)
 			require.Zero(t, dropped)
 		})
@@ -223,7 +226,7 @@ func TestTouchRecordsTheStateBefore(t *testing.T) {
 	tr.Touch(f.root, "/ws/new") // a later call on the same path: still new
 	f.write("ws/new", "12")
 	got, _ := tr.Settle()
-	require.Equal(t, []Change{{Op: OpCreated, Path: "/ws/new", Type: "file", Size: 2, Mode: "0644"}}, got)
+	require.Equal(t, []Change{{Op: OpCreated, Path: "/ws/new", Type: "file", Size: 2, Mode: "0644", Root: "/ws"}}, got)
 }
 
 func TestCaps(t *testing.T) {
@@ -236,7 +239,7 @@ func TestCaps(t *testing.T) {
 	}
 	got, dropped := tr.Settle()
 	require.Len(t, got, MaxChanges)
-	require.Equal(t, 5, dropped)
+	require.Equal(t, map[string]int{"/ws": 5}, dropped)
 	require.Equal(t, "/ws/f0", got[0].Path)
 
 	// Past MaxTracked, new paths are only counted.
@@ -246,7 +249,42 @@ func TestCaps(t *testing.T) {
 	}
 	got, dropped = tr.Settle()
 	require.Empty(t, got)
-	require.Equal(t, 3, dropped)
+	require.Equal(t, map[string]int{"/ws": 3}, dropped)
+}
+
+// TestCapsPerRoot: the caps are per writable root, so the churn of one
+// (a build's temporary files) cannot crowd out another's changes.
+func TestCapsPerRoot(t *testing.T) {
+	f := newFixture(t)
+	require.NoError(t, os.Mkdir(f.host("scratch"), 0o755))
+	tr := NewTracker(modes.Policy{Mode: modes.WorkspaceWrite, WritableRoots: []string{"/ws", "/scratch"}})
+	for i := range MaxTracked + 7 {
+		p := "scratch/t" + strconv.Itoa(i)
+		tr.Touch(f.root, "/"+p)
+		if i < MaxChanges+5 {
+			f.write(p, "")
+		}
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		tr.Touch(f.root, "/ws/"+n)
+		f.write("ws/"+n, n)
+	}
+	got, dropped := tr.Settle()
+	var ws []string
+	scratch := 0
+	for _, c := range got {
+		switch c.Root {
+		case "/ws":
+			ws = append(ws, c.Path)
+		case "/scratch":
+			scratch++
+		default:
+			t.Errorf("change %+v: root %q", c, c.Root)
+		}
+	}
+	require.Equal(t, []string{"/ws/a", "/ws/b", "/ws/c"}, ws, "the workspace's changes, all of them")
+	require.Equal(t, MaxChanges, scratch)
+	require.Equal(t, map[string]int{"/scratch": 5 + 7}, dropped, "5 over the list's cap, 7 over the tracker's")
 }
 
 func TestNilAndUnused(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -238,6 +239,9 @@ func (sv *Served) dialTarget(ctx context.Context, t target, proto string) (net.C
 	if d := sv.checkName(t, proto); d != nil {
 		return nil, d
 	}
+	if up := sv.s.Upstream.proxyFor(t, proto); up != nil {
+		return sv.dialVia(ctx, up, t, proto)
+	}
 	rctx, cancel := sv.bind(ctx)
 	ips, err := sv.addresses(rctx, t, proto)
 	cancel()
@@ -264,4 +268,38 @@ func (sv *Served) dialTarget(ctx context.Context, t target, proto string) (net.C
 		}
 	}
 	return nil, &dialError{addr: t.String(), err: first}
+}
+
+// dialVia reaches t, whose name the policy allowed, through the upstream
+// proxy up. The address check stays: an IP literal is checked as on the
+// direct path, and a name is resolved here too, so that one resolving to
+// a private or denied address is refused as on the direct path; a name
+// the local resolver cannot resolve goes to the upstream, which resolves
+// it (behind a corporate proxy the local resolver often knows only
+// internal names). The tunnel is opened to the name, never to an address
+// resolved here. An upstream's refusal is reported (a Denial whose Reason
+// says so) and returned as an *upstreamError.
+func (sv *Served) dialVia(ctx context.Context, up *url.URL, t target, proto string) (net.Conn, error) {
+	rctx, cancel := sv.bind(ctx)
+	_, err := sv.addresses(rctx, t, proto)
+	cancel()
+	var re *resolveError
+	if err != nil && !errors.As(err, &re) {
+		return nil, err
+	}
+	dctx, cancel := sv.bind(ctx)
+	c, err := sv.dialUpstream(dctx, up, t)
+	cancel()
+	if err != nil {
+		var ue *upstreamError
+		if errors.As(err, &ue) {
+			sv.report(Denial{Host: t.host, Port: t.port, Proto: proto, Reason: ue.Error()})
+		}
+		return nil, err
+	}
+	if !sv.trackUp(c) {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	return c, nil
 }

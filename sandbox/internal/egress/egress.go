@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/facts"
 )
 
 // Policy decides which destinations a session may reach; modes.Allowlist
@@ -79,15 +81,11 @@ func (d Denial) hint() string {
 	return "allow it with --allow-domain " + d.Host
 }
 
+// The reasons' prefixes, shared with the denial facts' suggestions.
 const (
-	// deniedPrefix starts Policy.AllowsName's reason for a host a
-	// --deny-domain pattern matches.
-	deniedPrefix = "denied by"
-	// privatePrefix and deniedAddrPrefix start the reason of a name whose
-	// addresses were all refused, by the first one: not public (and not
-	// allowed explicitly), or covered by a --deny-domain IP or CIDR.
-	privatePrefix    = "resolves to a private address "
-	deniedAddrPrefix = "resolves to a denied address "
+	deniedPrefix     = facts.ReasonDeniedPrefix
+	privatePrefix    = facts.ReasonPrivatePrefix
+	deniedAddrPrefix = facts.ReasonDeniedAddrPrefix
 )
 
 // Config configures a Proxy. The zero value resolves with
@@ -181,6 +179,9 @@ type Session struct {
 	// command. Nil gives each call a Quota of its own of
 	// DefaultMaxConns.
 	Quota *Quota
+	// Upstream, when not nil, is the caller's proxy: an allowed
+	// destination it covers is reached through it (see Upstream).
+	Upstream *Upstream
 }
 
 // DefaultMaxConns is how many connections one command may hold open to

@@ -127,6 +127,10 @@ func (sv *Served) httpError(w http.ResponseWriter, err error) {
 		sv.refuse(w, de.d)
 		return
 	}
+	var ue *upstreamError
+	if errors.As(err, &ue) {
+		w.Header().Set("X-Dsh-Sandbox-Upstream-Refused", ue.status)
+	}
 	plainText(w, http.StatusBadGateway, "dsh-sandbox: "+err.Error()+"\n")
 }
 

@@ -22,6 +22,9 @@ type Denial struct {
 	// Reason says why, where the op and target alone do not (a
 	// destination of a network allowlist: "not in the allowlist").
 	Reason string `json:"reason,omitempty"`
+	// Suggest says how to allow it, or why no confined mode does (see
+	// Suggest); set when the command's facts are assembled.
+	Suggest *Suggestion `json:"suggest,omitempty"`
 }
 
 // OpLimit is the op of a resource-limit fact: Address names the limit
@@ -73,19 +76,29 @@ func (d Denial) Target() string {
 
 // Line renders the denial as dsh-sandbox-run prints it (without the
 // "dsh-sandbox-run: " prefix): "denied <op> <target> (<mode> mode)", or for
-// a limit "limit <name> hit: <syscall> <errno> (<mode> mode)".
+// a limit "limit <name> hit: <syscall> <errno> (<mode> mode)"; then, when
+// the denial has a suggestion, "; " and its text ("allow with --allow-write
+// /srv", or why no confined mode allows it).
 func (d Denial) Line(m modes.Mode) string {
 	if d.Op == OpLimit {
-		return fmt.Sprintf("limit %s hit: %s %s (%s mode)", printable.Name(d.Address), d.Syscall, d.Errno, m)
+		line := fmt.Sprintf("limit %s hit: %s %s (%s mode)", printable.Name(d.Address), d.Syscall, d.Errno, m)
+		if d.Suggest != nil {
+			line += "; " + d.Suggest.Text()
+		}
+		return line
 	}
 	why := m.String() + " mode"
 	if d.Reason != "" {
 		why += ", " + printable.Name(d.Reason)
 	}
+	line := fmt.Sprintf("denied %s (%s)", d.Op, why)
 	if t := d.Target(); t != "" {
-		return fmt.Sprintf("denied %s %s (%s)", d.Op, printable.Name(t), why)
+		line = fmt.Sprintf("denied %s %s (%s)", d.Op, printable.Name(t), why)
 	}
-	return fmt.Sprintf("denied %s (%s)", d.Op, why)
+	if d.Suggest != nil {
+		line += "; " + printable.Name(d.Suggest.Text())
+	}
+	return line
 }
 
 // MaxDenials is how many distinct denials (op, path, address) a command's

@@ -50,7 +50,10 @@ import (
 // next, each with its Landlock rules. One that cannot be mounted is left
 // out, with its rules (the runner says which were mounted): the cache
 // stays read-only.
-func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay, caches []Overlay) ([]string, error) {
+//
+// creds, when not nil, are the sanitized copies of credential files to
+// show in place of masks (modes.Policy.CredentialFiles).
+func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, creds *Credentials, ov *Overlay, caches []Overlay) ([]string, error) {
 	var t []string
 	mount := func(src, tgt, fstype string, flags uintptr, mode string) {
 		t = append(t, "m", src, tgt, fstype, strconv.FormatUint(uint64(flags), 10), mode)
@@ -126,9 +129,27 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay, 
 	if err != nil {
 		return nil, fmt.Errorf("mount view: /dev/null: %w", err)
 	}
+	var credFlags uintptr
+	if creds != nil {
+		if credFlags, err = keptFlags(creds.Dir); err != nil {
+			return nil, fmt.Errorf("mount view: %s: %w", creds.Dir, err)
+		}
+	}
 	for _, m := range masks {
 		st, err := os.Stat(m)
 		if err != nil {
+			continue
+		}
+		if c, ok := creds.Copy(m); ok && st.Mode().IsRegular() {
+			// A credential file shows its sanitized copy, read-only
+			// (EROFS on a write), readable where the ruleset grants
+			// the original nothing.
+			mount(c, m, "", unix.MS_BIND, "hard")
+			mount("", m, "", unix.MS_REMOUNT|unix.MS_BIND|maskFlags|credFlags, "hard")
+			if r := ll.Read & unix.LANDLOCK_ACCESS_FS_READ_FILE; r != 0 {
+				t = append(t, "l", m, strconv.FormatUint(r, 10))
+			}
+			checks = append(checks, m)
 			continue
 		}
 		if st.IsDir() {
@@ -138,6 +159,12 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, ov *Overlay, 
 			mount("", m, "", unix.MS_REMOUNT|unix.MS_BIND|maskFlags|nullFlags, "hard")
 		}
 		checks = append(checks, m)
+	}
+	if creds != nil {
+		// The copies' directory is the supervisor's: hidden, so that the
+		// command reaches a copy only where it replaces its original.
+		t = append(t, "md", "tmpfs", creds.Dir, "tmpfs", strconv.FormatUint(maskFlags, 10), "hard", "mode=0700,size=4k,nr_inodes=16")
+		checks = append(checks, creds.Dir)
 	}
 	// The devices that stay openable are bound onto themselves before
 	// their mounts become nodev (a bind is a mount of its own), read-only
@@ -250,6 +277,22 @@ func (o *Overlay) options() (string, error) {
 		work = "/proc/self/fd/" + strconv.Itoa(o.WorkFD)
 	}
 	return "lowerdir=" + o.Root + ",upperdir=" + upper + ",workdir=" + work + ",userxattr", nil
+}
+
+// Credentials are the sanitized copies of credential files
+// (sandbox/internal/credfiles) the supervisor made for one command.
+type Credentials struct {
+	Dir    string            // the supervisor's private directory that holds them
+	Copies map[string]string // by the credential file each replaces
+}
+
+// Copy returns the copy shown in place of credential file m.
+func (c *Credentials) Copy(m string) (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	p, ok := c.Copies[m]
+	return p, ok
 }
 
 // maskFlags are the mount flags of a mask.

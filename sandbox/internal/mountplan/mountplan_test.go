@@ -80,7 +80,7 @@ func TestMountPlan(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git/hooks"), 0o755))
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
-	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil, nil)
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil, nil, nil)
 	require.NoError(t, err)
 	ops, checks := parsePlan(t, toks)
 
@@ -149,17 +149,10 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
 	ll := landlock.MountAccessOf(7)
-	toks, err := Plan(p, ll, Masks(p), nil, nil)
+	toks, err := Plan(p, ll, Masks(p), nil, nil, nil)
 	require.NoError(t, err)
 	ops, checks, data, rules := parsePlanAll(t, toks)
-	index := func(match func(planOp) bool) int {
-		for i, o := range ops {
-			if match(o) {
-				return i
-			}
-		}
-		return -1
-	}
+	index := func(match func(planOp) bool) int { return slices.IndexFunc(ops, match) }
 	firstNodev := index(func(o planOp) bool { return o.mode == "skip" && o.flags&unix.MS_RDONLY != 0 })
 	require.Positive(t, firstNodev)
 	assert.NotZero(t, ops[firstNodev].flags&unix.MS_NODEV)
@@ -213,7 +206,7 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 	assert.NotContains(t, globals, "/proc/1")
 
 	// Without Landlock, no rules.
-	toks, err = Plan(p, landlock.MountAccess{}, Masks(p), nil, nil)
+	toks, err = Plan(p, landlock.MountAccess{}, Masks(p), nil, nil, nil)
 	require.NoError(t, err)
 	_, _, _, rules = parsePlanAll(t, toks)
 	assert.Empty(t, rules)
@@ -241,7 +234,7 @@ func TestPlanMasks(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte("machine x"), 0o600))
 	p := modes.Policy{Mode: modes.ReadOnly, Workspace: base, DenyRead: []string{dir, file, missing}}
 	assert.Equal(t, []string{dir, file}, Masks(p))
-	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil, nil)
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil, nil, nil)
 	require.NoError(t, err)
 	ops, checks, data, _ := parsePlanAll(t, toks)
 	var onDir, onFile []planOp
@@ -282,7 +275,7 @@ func TestMountPlanOverlay(t *testing.T) {
 	require.NoError(t, err)
 	ov := &Overlay{Root: p.Workspace, Upper: tx + "/upper", Work: tx + "/work", Dir: tx,
 		Rules: []landlock.Rule{{Path: p.Workspace, Access: 7}}}
-	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), ov, nil)
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil, ov, nil)
 	require.NoError(t, err)
 	ops, checks, data, rules := parsePlanAll(t, toks)
 	require.GreaterOrEqual(t, len(ops), 3)
@@ -296,7 +289,7 @@ func TestMountPlanOverlay(t *testing.T) {
 	assert.Equal(t, "md", toks[i-7], "the rule follows the overlay's step: %v", toks[:i+3])
 
 	for _, bad := range []string{"/a,b", "/a:b", `/a\b`, "/a\nb", "rel"} {
-		_, err := Plan(p, landlock.MountAccess{}, nil, &Overlay{Root: p.Workspace, Upper: bad, Work: tx + "/work", Dir: tx}, nil)
+		_, err := Plan(p, landlock.MountAccess{}, nil, nil, &Overlay{Root: p.Workspace, Upper: bad, Work: tx + "/work", Dir: tx}, nil)
 		assert.ErrorContains(t, err, "cannot be an overlay layer", bad)
 	}
 }
@@ -317,7 +310,7 @@ func TestMountPlanCaches(t *testing.T) {
 		{Root: base + "/home/.cache/pip", Upper: store + "/pip/upper", Work: store + "/pip/work"},
 	}
 	ov := &Overlay{Root: p.Workspace, Upper: base + "/tx/upper", Work: base + "/tx/work", Dir: base + "/tx"}
-	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), ov, caches)
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil, ov, caches)
 	require.NoError(t, err)
 	ops, _, data, rules := parsePlanAll(t, toks)
 	require.GreaterOrEqual(t, len(ops), 5)
@@ -329,6 +322,49 @@ func TestMountPlanCaches(t *testing.T) {
 	i := slices.Index(toks, caches[0].Root)
 	assert.Equal(t, []string{"l", caches[0].Root, "5", "md", "overlay", caches[1].Root}, toks[i+5:i+11], "the rule right after its overlay")
 
-	_, err = Plan(p, landlock.MountAccess{}, nil, nil, []Overlay{{Root: "/a:b", Upper: store + "/u", Work: store + "/w"}})
+	_, err = Plan(p, landlock.MountAccess{}, nil, nil, nil, []Overlay{{Root: "/a:b", Upper: store + "/u", Work: store + "/w"}})
 	assert.ErrorContains(t, err, "cannot be an overlay layer")
+}
+
+// TestMountPlanCredentials: a credential file with a copy shows the copy,
+// bound read-only (nosuid, nodev, noexec) with a Landlock read rule of its
+// own and checked; one without a copy is masked by /dev/null as before; the
+// copies' directory is hidden after them.
+func TestMountPlanCredentials(t *testing.T) {
+	home, ws, dir := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, f := range []string{".npmrc", ".pypirc"} {
+		require.NoError(t, os.WriteFile(filepath.Join(home, f), []byte("x=1\n"), 0o600))
+	}
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws, Homes: []string{home}})
+	require.NoError(t, err)
+	npmrc, pypirc := filepath.Join(home, ".npmrc"), filepath.Join(home, ".pypirc")
+	require.Contains(t, p.CredentialFiles, npmrc)
+	cp := filepath.Join(dir, "npmrc-1")
+	require.NoError(t, os.WriteFile(cp, []byte("x=1\n"), 0o444))
+	ll := landlock.MountAccessOf(7)
+	toks, err := Plan(p, ll, Masks(p), &Credentials{Dir: dir, Copies: map[string]string{npmrc: cp}}, nil, nil)
+	require.NoError(t, err)
+	ops, checks, data, rules := parsePlanAll(t, toks)
+	index := func(match func(planOp) bool) int { return slices.IndexFunc(ops, match) }
+	bind := index(func(o planOp) bool { return o.tgt == npmrc && o.flags == unix.MS_BIND })
+	require.NotEqual(t, -1, bind)
+	assert.Equal(t, cp, ops[bind].src, "the copy is shown")
+	ro := ops[bind+1]
+	assert.Equal(t, npmrc, ro.tgt)
+	assert.Equal(t, uint64(unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC), ro.flags&^uint64(unix.MS_NOATIME|unix.MS_NODIRATIME|unix.MS_RELATIME))
+	assert.Contains(t, rules, planRule{npmrc, unix.LANDLOCK_ACCESS_FS_READ_FILE})
+	assert.Contains(t, checks, npmrc)
+	null := index(func(o planOp) bool { return o.tgt == pypirc && o.flags == unix.MS_BIND })
+	require.NotEqual(t, -1, null)
+	assert.Equal(t, "/dev/null", ops[null].src, "no copy: masked whole")
+	hide := index(func(o planOp) bool { return o.tgt == dir && o.fstype == "tmpfs" })
+	require.Greater(t, hide, bind, "the copies' directory is hidden after the copies are bound")
+	assert.Contains(t, data[dir], "size=4k")
+	assert.Contains(t, checks, dir)
+
+	// Without Landlock, no rule.
+	toks, err = Plan(p, landlock.MountAccess{}, Masks(p), &Credentials{Dir: dir, Copies: map[string]string{npmrc: cp}}, nil, nil)
+	require.NoError(t, err)
+	_, _, _, rules = parsePlanAll(t, toks)
+	assert.NotContains(t, rules, planRule{npmrc, unix.LANDLOCK_ACCESS_FS_READ_FILE})
 }
