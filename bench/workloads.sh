@@ -4,8 +4,12 @@
 #   `tar x` of 5,000 small files      5,000 file creations (50 directories, 100-2000 bytes each)
 #   `git status` in 5,000 files       a repository of 5,000 committed files
 #   `make -j2` of 17 small C files    gcc -O2 of 17 files and a link
-# each bare (`bash -c CMD`), under dsh-sandbox-run --mode workspace-write (dsh) and under
-# bubblewrap with its usual profile (bwrap), measured interleaved: every round runs each
+#   `bash -c true` in a git repository of 1k, 20k and 200k files (10 files a directory):
+#                                     what a command costs as the workspace grows
+#   `git status` in the 200k-file repository
+# each bare (`bash -c CMD`), under dsh-sandbox-run --mode workspace-write (dsh), under
+# bubblewrap with its usual profile (bwrap) and under landrun (a Landlock-only launcher in Go;
+# left out, saying why, when none is found), measured interleaved: every round runs each
 # variant once, in an order rotating from round to round, so load drift hits all of them
 # alike. Then a table of medians and their ratios to bwrap, and the cost of one notified
 # write-like call: a C program times N openat(O_WRONLY|O_CREAT) calls under
@@ -20,12 +24,18 @@
 #   dsh    DSH_BIN --mode workspace-write --workspace WS -- bash -c CMD   (working directory WS)
 #   bwrap  bwrap --ro-bind / / --dev /dev --proc /proc --die-with-parent --tmpfs /tmp
 #                --bind WS WS --chdir WS -- bash -c CMD
+#   landrun  LANDRUN --best-effort --rox / --rw WS --rw /tmp --rw /dev --env PATH --env HOME
+#                -- bash -c CMD                                 (working directory WS)
 # What a run needs is made before the timing, and what it leaves removed after it: tar
 # extracts into a fresh empty WS/out; make starts from `make clean`.
 #
 # Usage: bench/workloads.sh          (from anywhere; uses bin/dsh-sandbox-run of this repository)
-# Environment: ROUNDS (20: tar, git, make), SPAWN_ROUNDS (5 x ROUNDS: bash -c true),
+# Environment: ROUNDS (20: tar, git, make, the scale rows), SPAWN_ROUNDS (5 x ROUNDS: bash -c true),
 #              NOTIFY_CALLS (20000), DSH_BIN (bin/dsh-sandbox-run),
+#              SCALE ("1000 20000 200000": the file counts of the scale rows, each a multiple
+#              of 10; the largest also gets the `git status` row),
+#              LANDRUN (landrun on PATH: no Debian package exists; build it from
+#              https://github.com/zouuup/landrun with `go build ./cmd/landrun`),
 #              BENCH_OUT (bench/results: the raw times are kept there as CSV;
 #              $TMPDIR or /tmp when that is not writable).
 set -euo pipefail
@@ -43,6 +53,14 @@ count() { # NAME DEFAULT: $NAME, or DEFAULT when unset; a positive integer or di
   echo "$v"
 }
 rounds="$(count ROUNDS 20)"
+scale="${SCALE-1000 20000 200000}"
+for n in $scale; do
+  case "$n" in *[!0-9]* | 0* | *[1-9]) die "SCALE must list multiples of 10 (got '$n')" ;; esac
+done
+landrun="${LANDRUN:-$(command -v landrun || true)}"
+if [ -n "$landrun" ] && ! [ -x "$landrun" ]; then
+  die "LANDRUN=$landrun is not an executable"
+fi
 spawn_rounds="$(count SPAWN_ROUNDS $((5 * rounds)))"
 notify_calls="$(count NOTIFY_CALLS 20000)"
 
@@ -135,6 +153,28 @@ cp -R "$root/fixture/tree" "$root/ws/git"
   git status --porcelain >/dev/null # refreshes the index once, so that no run writes it
 ) || die "making the git repository in $root/ws/git failed"
 (cd "$root/ws/make" && make -s -j2 >/dev/null && make -s clean) || die "building the C fixture in $root/ws/make failed"
+# The scale repositories: N files of one line, 10 to a directory, 100 directories to a parent
+# (200k files: 20,000 directories under 200), committed.
+for n in $scale; do
+  python3 - "$root/ws/scale-$n" "$n" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    d = os.path.join(root, f"d{i // 1000:03d}", f"s{i // 10 % 100:02d}")
+    if i % 10 == 0:
+        os.makedirs(d)
+    with open(os.path.join(d, f"f{i}.txt"), "w") as f:
+        f.write(f"line {i}\n")
+PY
+  (
+    cd "$root/ws/scale-$n"
+    git -c init.defaultBranch=main init -q .
+    git add -A
+    git -c user.name=bench -c user.email=bench@localhost -c commit.gpgsign=false -c gc.auto=0 commit -q -m fixture
+    git config gc.auto 0 # no automatic gc in the background of a timed run
+    git status --porcelain >/dev/null
+  ) || die "making the git repository of $n files failed"
+done
 
 # The notified write-like call: N openat(O_WRONLY|O_CREAT) + close of d/f, each openat timed.
 cat >"$root/fixture/notify.c" <<'EOF'
@@ -183,14 +223,20 @@ int main(int argc, char **argv)
 }
 EOF
 gcc -O2 -Wall -o "$root/fixture/notify" "$root/fixture/notify.c" || die "compiling the openat timer failed"
-echo "5,000 files in 50 directories ($(du -sk "$archive" | cut -f1) KiB tar), a git repository of them, 17 C files, the openat timer"
+echo "5,000 files in 50 directories ($(du -sk "$archive" | cut -f1) KiB tar), a git repository of them, 17 C files, the openat timer${scale:+, git repositories of $scale files}"
+if [ -n "$landrun" ]; then
+  echo "landrun: $landrun ($("$landrun" --version 2>&1 | head -n1))"
+else
+  echo "landrun: not found (set LANDRUN; build it from https://github.com/zouuup/landrun): its column is left out"
+fi
 echo
 
 # --- measurement -------------------------------------------------------------------------
-python3 - "$bin" "$(command -v bash)" "$root" "$archive" "$rounds" "$spawn_rounds" "$notify_calls" "$csv" <<'EOF'
+python3 - "$bin" "$(command -v bash)" "$root" "$archive" "$rounds" "$spawn_rounds" "$notify_calls" "$csv" "$scale" "$landrun" <<'EOF'
 import csv, os, shlex, shutil, statistics, subprocess, sys, time
 
-bin_, bash, root, archive, rounds, spawn_rounds, notify_calls, csv_path = sys.argv[1:]
+bin_, bash, root, archive, rounds, spawn_rounds, notify_calls, csv_path, scale, landrun = sys.argv[1:]
+scale = [int(n) for n in scale.split()]
 rounds, spawn_rounds = int(rounds), int(spawn_rounds)
 ws_root = os.path.join(root, "ws")
 
@@ -205,6 +251,9 @@ def argv_of(variant, ws, cmd):
         return [bash, "-c", cmd]
     if variant == "dsh":
         return [bin_, "--mode", "workspace-write", "--workspace", ws, "--", bash, "-c", cmd]
+    if variant == "landrun":
+        return [landrun, "--best-effort", "--rox", "/", "--rw", ws, "--rw", "/tmp", "--rw", "/dev",
+                "--env", "PATH", "--env", "HOME", "--", bash, "-c", cmd]
     return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent",
             "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws, "--", bash, "-c", cmd]
 
@@ -230,7 +279,15 @@ workloads = [
     ("`git status` 5,000 files", "git", "git status --porcelain >/dev/null", rounds, nothing, nothing),
     ("`make -j2` 17 C files", "make", "make -j2", rounds, make_prepare, nothing),
 ]
-variants = ["bare", "dsh", "bwrap"]
+def files(n):
+    return f"{n // 1000}k" if n % 1000 == 0 else str(n)
+for n in scale:
+    workloads.append((f"`bash -c true`, {files(n)}-file repository", f"scale-{n}", "true", rounds, nothing, nothing))
+if scale:
+    n = max(scale)
+    workloads.append((f"`git status` {files(n)} files", f"scale-{n}", "git status --porcelain >/dev/null",
+                      rounds, nothing, nothing))
+variants = ["bare", "dsh", "bwrap"] + (["landrun"] if landrun else [])
 
 
 def describe(variant, ws, cmd):
@@ -257,12 +314,17 @@ for label, sub, cmd, _, prepare, cleanup in workloads:
                   "restricted): the bwrap column and the ratios are left out", file=sys.stderr)
             variants.remove("bwrap")
             continue
+        if v == "landrun" and sub == "spawn":
+            print(msg + "\nworkloads.sh: landrun cannot run here: its column is left out", file=sys.stderr)
+            variants.remove("landrun")
+            continue
         die(msg)
 
-times = {}  # (sub, variant) -> [ms]
+times = {}  # (label, variant) -> [ms]
 rows = []   # raw CSV rows
 for label, sub, cmd, n, prepare, cleanup in workloads:
     ws = os.path.join(ws_root, sub)
+    key = sub if cmd == "true" or sub in ("tar", "git", "make") else f"{sub}-{cmd.split()[0]}"
     print(f"== {label}: {n} rounds", flush=True)
     for r in range(n):
         k = r % len(variants)
@@ -277,8 +339,8 @@ for label, sub, cmd, n, prepare, cleanup in workloads:
                 die(f"{label} ({v}), round {r + 1}, exited {p.returncode}: {describe(v, ws, cmd)}")
             cleanup(ws)
             ms = (t1 - t0) / 1e6
-            times.setdefault((sub, v), []).append(ms)
-            rows.append([sub, v, r + 1, slot, f"{ms:.4f}", "ms"])
+            times.setdefault((label, v), []).append(ms)
+            rows.append([key, v, r + 1, slot, f"{ms:.4f}", "ms"])
 
 # The notified write-like call: danger-full-access (no supervisor) against workspace-write
 # (every openat with O_CREAT a seccomp user notification), the pair 3 times, alternating
@@ -348,14 +410,20 @@ with open(csv_path, "w", newline="") as f:
 med = lambda xs: statistics.median(xs)
 print()
 print(f"== medians (interleaved rounds; raw times: {csv_path})")
-print("| workload | bare ms | dsh ms | bwrap ms | bare/bwrap | dsh/bwrap |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| workload | bare ms | dsh ms | bwrap ms | landrun ms | bare/bwrap | dsh/bwrap | landrun/bwrap |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for label, sub, *_ in workloads:
-    m = {v: med(times[(sub, v)]) for v in variants}
+    m = {v: med(times[(label, v)]) for v in variants}
     bw = m.get("bwrap")
     cell = lambda v: f"{m[v]:.2f}" if v in m else "-"
-    ratio = lambda v: f"{m[v] / bw:.2f}" if bw else "-"
-    print(f"| {label} | {cell('bare')} | {cell('dsh')} | {cell('bwrap')} | {ratio('bare')} | {ratio('dsh')} |")
+    ratio = lambda v: f"{m[v] / bw:.2f}" if bw and v in m else "-"
+    print(f"| {label} | {cell('bare')} | {cell('dsh')} | {cell('bwrap')} | {cell('landrun')} "
+          f"| {ratio('bare')} | {ratio('dsh')} | {ratio('landrun')} |")
+if len(scale) > 1:
+    row = lambda n: f"`bash -c true`, {files(n)}-file repository"
+    growth = lambda v: med(times[(row(max(scale)), v)]) / med(times[(row(min(scale)), v)])
+    print("`bash -c true` in the " + files(max(scale)) + "-file repository against the " + files(min(scale))
+          + "-file one: " + ", ".join(f"{v} {growth(v):.2f}x" for v in variants))
 print(f"(rounds: `bash -c true` {spawn_rounds}, the others {rounds}; "
       f"load average now: {' '.join(open('/proc/loadavg').read().split()[:3])})")
 print()

@@ -6,8 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/dsh-sandbox/dsh-sandbox/integration/internal/harnessproto"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox"
 )
 
 // The post-run audit against a command that hides what it plants from it:
@@ -313,4 +319,91 @@ func TestAuditKeepsOrdinaryGit(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestAuditCacheAcrossCommands: an executor keeps what its audits read of
+// the workspace's directories from one command to the next, and takes a
+// directory unchanged since from there (sandbox.AuditCache). Here every
+// directory was last changed longer ago than the cache's settle time, so the
+// first command's walks record them all and the next command's audit lists
+// only what it changed: a repository made in a directory deep in the tree
+// and a .git file dropped next to old files are set aside all the same, and
+// the host's git runs neither.
+func TestAuditCacheAcrossCommands(t *testing.T) {
+	needHarness(t)
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		cfg := id.execConfig(t, "workspace-write")
+		ws := cfg.Workspace
+		id.git(t, ws, "init", "-q")
+		for _, d := range []string{"deep", "deep/a", "deep/a/b", "deep/c", "deep/d", "deep/d/e", "deep/d/e/f"} {
+			id.mkdirAt(t, filepath.Join(ws, d))
+		}
+		id.writeOwned(t, filepath.Join(ws, "deep/c/old.txt"), "old\n", 0o644)
+		id.git(t, ws, "add", "-A")
+		id.git(t, ws, "commit", "-q", "-m", "fixture")
+		waitSettled(t, ws, 2*time.Second)
+
+		marker := filepath.Join(id.outside(t), "pwned")
+		plant := `set -e
+			git init -q deep/a/b
+			git -C deep/a/b config core.fsmonitor "touch $M; false"
+			printf 'gitdir: /var/tmp\n' > deep/c/.git`
+		env := map[string]string{"M": marker}
+		for _, kv := range gitEnv {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		out := id.harness(t, harnessproto.Spec{Config: cfg, Action: "sequence", Requests: []harnessproto.Request{
+			{Command: "true"}, {Command: "true"}, {Command: plant, Env: env},
+		}})
+		if len(out.Results) != 3 {
+			t.Fatalf("want 3 outcomes, got %+v", out)
+		}
+		for _, o := range out.Results[:2] {
+			if r := requireResult(t, o); len(r.Sandbox.Denials) != 0 {
+				t.Errorf("a command that changed nothing has denials %+v", r.Sandbox.Denials)
+			}
+		}
+		r := requireResult(t, out.Results[2])
+		if r.ExitCode != 0 {
+			t.Fatalf("the planting command failed: %+v", r)
+		}
+		for _, rel := range []string{"deep/a/b/.git/config", "deep/c/.git"} {
+			p := filepath.Join(ws, rel)
+			if !slices.ContainsFunc(r.Sandbox.Denials, func(d sandbox.Denial) bool {
+				return d.Op == "git-control" && d.Path == p && d.Syscall == "post-run"
+			}) {
+				t.Errorf("no post-run git-control denial of %s: %+v", p, r.Sandbox.Denials)
+			}
+			if exists(p) {
+				t.Errorf("%s is still in place", p)
+			}
+		}
+		id.hostGit(t, filepath.Join(ws, "deep/a/b"), "status")
+		id.hostGit(t, filepath.Join(ws, "deep/c"), "status")
+		requireAbsent(t, marker)
+	})
+}
+
+// waitSettled waits until every directory under root was last changed more
+// than settle ago (by the clock the kernel stamps change times with).
+func waitSettled(t *testing.T, root string, settle time.Duration) {
+	t.Helper()
+	var newest time.Time
+	err := filepath.Walk(root, func(_ string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && fi.IsDir() {
+			if c := time.Unix(st.Ctim.Unix()); c.After(newest) {
+				newest = c
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (A wait for the clock to pass a point, which no load can shorten.)
+	time.Sleep(time.Until(newest.Add(settle + 100*time.Millisecond)))
 }

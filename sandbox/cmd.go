@@ -93,6 +93,13 @@ type Cmd struct {
 	// command runs (an executor's spill directory): the post-run audit
 	// leaves them alone.
 	AuditSkip []string
+	// AuditCache, when not nil, keeps what the post-run audit read of the
+	// writable roots' directories from one command to the next (one serves
+	// many commands, at once or in turn; an Executor has one): a command's
+	// audit then lists only the directories that changed since, not every
+	// directory of the workspace. Each record checks itself against the
+	// directory's change time, so a stale one costs a read, never a miss.
+	AuditCache *AuditCache
 
 	// cmdState is the started command's state, per platform (off Linux,
 	// Start only returns ErrUnsupported).

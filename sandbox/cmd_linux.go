@@ -30,6 +30,18 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
 
+// AuditCache is what the post-run audit read of the writable roots'
+// directories, kept for the next commands (Cmd.AuditCache). The zero value
+// is ready to use.
+type AuditCache struct{ c audit.Cache }
+
+func (a *AuditCache) cache() *audit.Cache {
+	if a == nil {
+		return nil
+	}
+	return &a.c
+}
+
 // cmdState is what a started Cmd keeps (Linux).
 type cmdState struct {
 	proc           *os.Process
@@ -162,9 +174,9 @@ func (c *Cmd) Start() (err error) {
 	case c.Transaction != nil:
 		// The command writes to the workspace only through the overlay:
 		// its upper layer is what to audit.
-		c.audits, err = audit.StartOver(c.Policy, c.AuditSkip, c.Policy.Workspace, c.Transaction.UpperDir())
+		c.audits, err = audit.StartOver(c.Policy, c.AuditSkip, c.Policy.Workspace, c.Transaction.UpperDir(), c.AuditCache.cache())
 	default:
-		c.audits, err = audit.Start(c.Policy, c.AuditSkip)
+		c.audits, err = audit.Start(c.Policy, c.AuditSkip, c.AuditCache.cache())
 	}
 	if err != nil {
 		return setupFailed("audit the writable roots", err)

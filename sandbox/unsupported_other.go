@@ -37,6 +37,10 @@ func (c *Cmd) Kill() error { return errNotStarted }
 // Pid is 0: off Linux no Cmd is ever started.
 func (c *Cmd) Pid() int { return 0 }
 
+// AuditCache is what the post-run audit read of the writable roots, kept
+// for the next commands. Off Linux no command is audited: it stays empty.
+type AuditCache struct{}
+
 // EgressProxy is the egress proxy of the commands whose policy has a network
 // allowlist. Off Linux no command uses one: it never listens.
 type EgressProxy struct{}

@@ -202,25 +202,34 @@ func BenchmarkExecutorSpawn(b *testing.B) {
 	b.Run("interleaved-run-bwrap", func(b *testing.B) {
 		bwrap, args := benchBwrap(b, ws)
 		args = append(args, "bash", "-c", "true")
-		benchRun(b, e, modes.WorkspaceWrite, "true")
-		runD := make([]time.Duration, 0, b.N)
-		bwrapD := make([]time.Duration, 0, b.N)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			benchRun(b, e, modes.WorkspaceWrite, "true")
-			t1 := time.Now()
-			if err := exec.Command(bwrap, args...).Run(); err != nil {
-				b.Fatal(err)
-			}
-			runD, bwrapD = append(runD, t1.Sub(t0)), append(bwrapD, time.Since(t1))
-		}
-		b.StopTimer()
-		run, bw := benchMedian(runD), benchMedian(bwrapD)
-		b.ReportMetric(float64(run.Microseconds())/1000, "run-ms")
-		b.ReportMetric(float64(bw.Microseconds())/1000, "bwrap-ms")
-		b.ReportMetric(float64(run)/float64(bw), "x-bwrap")
+		benchInterleaved(b, e, bwrap, args)
 	})
+}
+
+// benchInterleaved times b.N pairs of an Executor.Run of `true`
+// (workspace-write) and a bwrap run of args, one of each per op, and
+// reports run-ms and bwrap-ms (the medians) and x-bwrap (their ratio); it
+// returns the run's median.
+func benchInterleaved(b *testing.B, e *executor.Executor, bwrap string, args []string) time.Duration {
+	benchRun(b, e, modes.WorkspaceWrite, "true")
+	runD := make([]time.Duration, 0, b.N)
+	bwrapD := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		benchRun(b, e, modes.WorkspaceWrite, "true")
+		t1 := time.Now()
+		if err := exec.Command(bwrap, args...).Run(); err != nil {
+			b.Fatal(err)
+		}
+		runD, bwrapD = append(runD, t1.Sub(t0)), append(bwrapD, time.Since(t1))
+	}
+	b.StopTimer()
+	run, bw := benchMedian(runD), benchMedian(bwrapD)
+	b.ReportMetric(float64(run.Microseconds())/1000, "run-ms")
+	b.ReportMetric(float64(bw.Microseconds())/1000, "bwrap-ms")
+	b.ReportMetric(float64(run)/float64(bw), "x-bwrap")
+	return run
 }
 
 // benchMedian is the median of d (which it sorts).

@@ -32,6 +32,7 @@ type Executor struct {
 	runSeq    atomic.Int64
 
 	proxy *sandbox.EgressProxy // started by the first command with the allowlist
+	audit sandbox.AuditCache   // what the post-run audits read, for the next commands
 
 	mu     sync.Mutex
 	live   map[*job]struct{}

@@ -162,7 +162,8 @@ func (j *job) start() error {
 		Proxy:       j.e.proxy,
 		Transaction: j.r.Transaction,
 		// The executor writes its spill files there during the run.
-		AuditSkip: []string{j.e.spillDir},
+		AuditSkip:  []string{j.e.spillDir},
+		AuditCache: &j.e.audit,
 	}
 	if !j.r.Mode.Confines() {
 		// No sandbox runner: the process-tree keeper is this very binary

@@ -18,6 +18,8 @@
 //	            context from OnSettled; print the final result and the deltas.
 //	concurrent  Run every request of Requests in parallel; print their
 //	            outcomes in order.
+//	sequence    Run every request of Requests, one after another; print
+//	            their outcomes in order.
 //	hold        Start every request of Requests, wait until the stdout of
 //	            each contains ready_on, print one line "READY <json>" with the
 //	            runner pids, then block forever (the test SIGKILLs us), or
@@ -112,6 +114,10 @@ func main() {
 			wg.Go(func() { out.Results[i] = run(e, r, spec) })
 		}
 		wg.Wait()
+	case "sequence":
+		for _, r := range spec.Requests {
+			out.Results = append(out.Results, run(e, r, spec))
+		}
 	case "hold":
 		hold(e, spec)
 	default:

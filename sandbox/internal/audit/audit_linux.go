@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -54,6 +55,12 @@ type Audit struct {
 	// transaction, the workspace's too): their control entries are
 	// judged at the end, whatever they look like then.
 	gitDirs map[string]bool
+	// read is what the walk at the start read of each directory, for
+	// the walk at the end to take what did not change from (dirRecord).
+	read map[string]*dirRecord
+	// cache is where the walks' records are kept between commands (nil:
+	// nowhere).
+	cache *Cache
 	// mode is the mode of the directory read, at the start.
 	mode uint32
 	// protected are the protected paths in root the audit covers, each
@@ -71,18 +78,21 @@ type Audit struct {
 // Start records the git control entries and the protected entries of every
 // audited root of p. It must run before the command starts. Protected paths
 // in skip (written by the sandbox itself during the run: an executor's
-// spill directory) are left to the other layers.
-func Start(p modes.Policy, skip []string) ([]*Audit, error) { return StartOver(p, skip, "", "") }
+// spill directory) are left to the other layers. A cache (nil: none) keeps
+// what the walks read from one command to the next (see Cache).
+func Start(p modes.Policy, skip []string, cache *Cache) ([]*Audit, error) {
+	return StartOver(p, skip, "", "", cache)
+}
 
 // StartOver is Start with the audited root `root` read at `over` instead: a
 // transaction's upper layer, where every write of the command to root lands
 // and nothing else writes. Its entries are reported under root; none is
 // held by the kernel, and Finish neutralizes one by removing it from over,
 // which reverts the path to what root holds.
-func StartOver(p modes.Policy, skip []string, root, over string) ([]*Audit, error) {
+func StartOver(p modes.Policy, skip []string, root, over string, cache *Cache) ([]*Audit, error) {
 	var out []*Audit
 	for _, r := range p.AuditedRoots() {
-		a := &Audit{root: r, git: map[string]stamp{}}
+		a := &Audit{root: r, git: map[string]stamp{}, cache: cache}
 		if r == root {
 			a.at = over
 		}
@@ -120,9 +130,13 @@ func (a *Audit) start(p modes.Policy, skip []string) error {
 	// (A directory it could not read now — a dead mount — is no reason
 	// to refuse the command: what is there at the end and was not
 	// recorded counts as new, and an incomplete walk then is reported.)
-	sc, err := scanGit(v, nil)
+	sc, err := scanGit(v, nil, a.cache.settleTime(), a.cache.get(a.root))
 	if err != nil {
 		return err
+	}
+	a.read = sc.read
+	if a.at == "" && sc.err == nil {
+		a.cache.put(a.root, sc.read)
 	}
 	for _, e := range sc.entries {
 		a.git[e.rel] = e.st
@@ -137,8 +151,11 @@ func (a *Audit) start(p modes.Policy, skip []string) error {
 			return err
 		}
 		defer bv.close()
-		if base, err = scanGit(bv, nil); err != nil {
+		if base, err = scanGit(bv, nil, a.cache.settleTime(), a.cache.get(a.root)); err != nil {
 			return err
+		}
+		if base.err == nil {
+			a.cache.put(a.root, base.read)
 		}
 		for g := range base.dirs {
 			a.gitDirs[g] = true
@@ -210,13 +227,23 @@ func (a *Audit) finish(denials *facts.Log, kernelHeld bool) {
 		return
 	}
 	defer v.close()
-	sc, err := scanGit(v, a.gitDirs)
+	record := a.cache != nil && a.at == ""
+	var settle time.Duration
+	if record {
+		settle = a.cache.settleTime()
+	}
+	sc, err := scanGit(v, a.gitDirs, settle, a.read)
 	if errors.Is(err, fs.ErrPermission) && a.restoreRoot(denials) {
-		sc, err = scanGit(v, a.gitDirs)
+		sc, err = scanGit(v, a.gitDirs, settle, a.read)
 	}
 	if err != nil {
 		fail()
 		return
+	}
+	if record && sc.err == nil {
+		// (What is set aside below changes its directory: those
+		// records no longer hold, and say so.)
+		a.cache.put(a.root, sc.read)
 	}
 	n := &neutralizer{a: a, v: v, denials: denials}
 	if sc.err != nil {

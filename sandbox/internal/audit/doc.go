@@ -12,6 +12,15 @@
 // inert, and each directory it cannot read that the command could have
 // written in, recording each as a denial.
 //
+// Its walks record what they read of each directory — its identity and
+// change time, taken before its entries — and take an unchanged directory's
+// entries from a record instead of reading them again: the end's from the
+// start's, and, through a [Cache], a command's from an earlier command's. It
+// must never take from a record what the record cannot vouch for: a
+// directory on a filesystem whose change times are not the kernel's own
+// (a network or FUSE one), or one changed too recently for a coarse
+// timestamp to show a later change.
+//
 // It is its own package, not part of the supervisor: it never sees a
 // notification and runs only before the command starts and after it has
 // ended, so it must never run while a process of the command lives (nothing

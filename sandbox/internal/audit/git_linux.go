@@ -10,8 +10,12 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -80,49 +84,229 @@ type gitScan struct {
 	// err is the first failure that was not a denial of access (no
 	// descriptor left, an I/O error): the scan is incomplete.
 	err error
+	// read are the directories a recording walk read (see dirRecord),
+	// by path relative to the root.
+	read map[string]*dirRecord
+	// listed counts the directories the walk listed (the rest it took
+	// from an earlier walk's records).
+	listed int
+}
+
+// dirRecord is what a walk read of one directory: its identity and change
+// time, taken before its entries were read, and the entries the walk looks
+// at (dirent). The kernel sets a directory's change time whenever an entry
+// is made, removed or renamed in it and whenever its own mode or owner
+// changes, and no unprivileged call can set it back: a directory whose
+// identity and change time are what they were holds the same entries, and
+// the end's walk takes them from the record instead of reading them again —
+// and a directory of no entries it looks at, unchanged, it does not open at
+// all. So the end's walk costs a stat per unchanged directory, not a read.
+// Recorded only where that holds (localFS) and only for directories whose
+// change time lies more than a settle time (recentCTime) before the walk
+// began: a kernel with coarse timestamps gives a change made within the
+// same tick the same time.
+type dirRecord struct {
+	dev, ino uint64
+	ctime    unix.Timespec
+	ents     []dirent
+}
+
+// recentCTime is how far before a walk a directory's change time must lie
+// for the walk to record it: many timer ticks, and more than a clock slew
+// moves within a command.
+const recentCTime = 2 * time.Second
+
+// same reports whether st is the directory r recorded, unchanged.
+func (r *dirRecord) same(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Dev == r.dev && st.Ino == r.ino && st.Ctim == r.ctime
+}
+
+// localFS reports whether the filesystem of fstatfs result sf sets a
+// directory's change time on every change of its entries, from this host's
+// clock (no network or FUSE filesystem, whose servers decide).
+func localFS(sf *unix.Statfs_t) bool {
+	switch sf.Type {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
+		unix.F2FS_SUPER_MAGIC, unix.OVERLAYFS_SUPER_MAGIC:
+		return true
+	}
+	return false
 }
 
 // scanGit walks the whole view v, taking the directories of forced for git
-// directories whatever they hold (those found at the start). The error is
-// the root's own: nothing was read.
-func scanGit(v *view, forced map[string]bool) (*gitScan, error) {
+// directories whatever they hold (those found at the start). With a
+// positive settle (and a root read as it is, not a transaction's layers),
+// it records what it read of each directory whose change time lies more
+// than settle before the walk (gitScan.read); given prev, such records of
+// an earlier walk, it takes an unchanged directory's entries from there.
+// The error is the root's own: nothing was read.
+func scanGit(v *view, forced map[string]bool, settle time.Duration, prev map[string]*dirRecord) (*gitScan, error) {
 	top, err := unix.Open(v.topPath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: v.topPath, Err: err}
 	}
 	w := &gitWalk{
-		v: v, forced: forced, buf: make([]byte, 64<<10),
+		v: v, forced: forced, workers: walkWorkers(),
 		sc:     &gitScan{dirs: map[string]bool{}, pointers: map[string]string{}},
-		listed: map[gitEntryKey]bool{},
+		listed: map[gitEntryKey]bool{}, local: map[uint64]bool{},
 	}
+	if v.lower == nil {
+		w.prev = prev
+		if settle > 0 {
+			w.sc.read = map[string]*dirRecord{}
+			w.before = time.Now().Add(-settle)
+		}
+	}
+	w.more = sync.NewCond(&w.qmu)
 	if err := searchable(top); err != nil {
 		unix.Close(top)
 		return nil, &os.PathError{Op: "open", Path: v.topPath, Err: err}
 	}
-	w.dir(top, ".", 0, v.lower != nil)
+	w.run(walkTask{fd: top, rel: ".", lowerVis: v.lower != nil})
 	// What a pointer names is a git directory, whatever it holds; and
 	// what its own commondir names in turn.
+	k := w.walker()
 	for i := 0; i < len(w.pending); i++ {
 		if t := w.pending[i]; !w.sc.dirs[t] {
-			w.inspect(t)
+			k.inspect(t)
 		}
 	}
+	// Parents first, whichever worker found them: Finish sets a parent
+	// aside before it looks at what is in it.
+	slices.SortFunc(w.sc.entries, func(a, b gitEntry) int {
+		if c := strings.Compare(a.rel, b.rel); c != 0 {
+			return c
+		}
+		return int(a.kind) - int(b.kind)
+	})
 	return w.sc, nil
 }
 
-// gitWalk is one walk of an audited root. Directories are opened relative to
-// their parent's descriptor (openat with O_NOFOLLOW: never through a
-// symlink) and read with getdents64 into one buffer — a few system calls per
-// directory and no allocation but the names — down to openDepth; deeper ones
-// through the os.Root by path, so that a deep tree cannot exhaust
-// descriptors.
+// gitWalk is one walk of an audited root, by up to walkWorkers goroutines
+// (walkers) that share its findings and a stack of directories still to
+// visit. Directories are opened relative to their parent's descriptor
+// (openat with O_NOFOLLOW: never through a symlink) and read with
+// getdents64 into the walker's buffer — a few system calls per directory and
+// no allocation but the names — down to openDepth; deeper ones through the
+// os.Root by path, so that a deep tree cannot exhaust descriptors. A walker
+// hands a subdirectory to the stack only while another walker waits for
+// work, and otherwise descends into it itself: the stack holds at most
+// walkWorkers open directories.
 type gitWalk struct {
 	v       *view
 	forced  map[string]bool
-	buf     []byte
+	workers int
+
+	// prev are an earlier walk's records, to take unchanged directories'
+	// entries from; before is when a directory's change time must lie
+	// before for this walk to record it.
+	prev   map[string]*dirRecord
+	before time.Time
+
+	mu      sync.Mutex // guards sc, listed, pending and local
 	sc      *gitScan
 	listed  map[gitEntryKey]bool
-	pending []string // directories pointers name
+	pending []string        // directories pointers name
+	local   map[uint64]bool // localFS, by device
+
+	qmu    sync.Mutex // guards stack, active
+	more   *sync.Cond // the stack grew, or the walk is over
+	stack  []walkTask
+	active int // walkers visiting a directory
+}
+
+// walkTask is a directory to visit: its descriptor (owned by the task), its
+// path relative to the root, its depth, and whether the lower layer shows
+// through it (see walker.dir).
+type walkTask struct {
+	fd       int
+	rel      string
+	depth    int
+	lowerVis bool
+}
+
+// walker is one goroutine of a walk, with its own getdents buffer.
+type walker struct {
+	w   *gitWalk
+	buf []byte
+}
+
+func (w *gitWalk) walker() *walker { return &walker{w: w, buf: make([]byte, 64<<10)} }
+
+// walkWorkers is how many walkers a walk runs: one per CPU the process
+// may use, at most 8 (reading directories is the kernel's work, and a few
+// readers keep a disk or page cache busy).
+func walkWorkers() int { return min(max(runtime.GOMAXPROCS(0), 1), 8) }
+
+// run visits first and everything under it, and returns when every walker
+// is done.
+func (w *gitWalk) run(first walkTask) {
+	if w.workers <= 1 {
+		w.walker().dir(first)
+		return
+	}
+	w.stack = append(w.stack, first)
+	var wg sync.WaitGroup
+	for range w.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := w.walker()
+			for {
+				t, ok := w.next()
+				if !ok {
+					return
+				}
+				k.dir(t)
+				w.done()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// next takes a directory off the stack, waiting while other walkers may
+// still add one; false when the walk is over.
+func (w *gitWalk) next() (walkTask, bool) {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	for len(w.stack) == 0 && w.active > 0 {
+		w.more.Wait()
+	}
+	if len(w.stack) == 0 {
+		w.more.Broadcast()
+		return walkTask{}, false
+	}
+	t := w.stack[len(w.stack)-1]
+	w.stack = w.stack[:len(w.stack)-1]
+	w.active++
+	return t, true
+}
+
+// done ends a walker's visit of a directory.
+func (w *gitWalk) done() {
+	w.qmu.Lock()
+	w.active--
+	if w.active == 0 && len(w.stack) == 0 {
+		w.more.Broadcast()
+	}
+	w.qmu.Unlock()
+}
+
+// handOff gives t to a waiting walker, if one waits; false (t still the
+// caller's) if none does.
+func (w *gitWalk) handOff(t walkTask) bool {
+	if w.workers <= 1 {
+		return false
+	}
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	if len(w.stack) >= w.workers-w.active {
+		return false
+	}
+	w.stack = append(w.stack, t)
+	w.more.Signal()
+	return true
 }
 
 type gitEntryKey struct {
@@ -141,6 +325,8 @@ type dirent struct {
 
 // add lists a control entry, once.
 func (w *gitWalk) add(e gitEntry) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if k := (gitEntryKey{e.rel, e.kind}); !w.listed[k] {
 		w.listed[k] = true
 		w.sc.entries = append(w.sc.entries, e)
@@ -177,10 +363,10 @@ func (w *gitWalk) realDir(rel string) bool {
 // tells a repository by — so that the names of plain files cost nothing.
 // Entries of an unknown type (DT_UNKNOWN) are typed with fstatat, never
 // followed.
-func (w *gitWalk) readDir(fd int, all bool) ([]dirent, error) {
+func (k *walker) readDir(fd int, all bool) ([]dirent, error) {
 	var out []dirent
 	for {
-		n, err := unix.Getdents(fd, w.buf)
+		n, err := unix.Getdents(fd, k.buf)
 		if err == unix.EINTR {
 			continue
 		}
@@ -190,7 +376,7 @@ func (w *gitWalk) readDir(fd int, all bool) ([]dirent, error) {
 		if n <= 0 {
 			return out, nil
 		}
-		for b := w.buf[:n]; len(b) >= 19; {
+		for b := k.buf[:n]; len(b) >= 19; {
 			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
 			if reclen < 19 || reclen > len(b) {
 				break
@@ -210,13 +396,13 @@ func (w *gitWalk) readDir(fd int, all bool) ([]dirent, error) {
 				}
 			}
 			d := dirent{name: string(name), isDir: typ == unix.DT_DIR}
-			if typ == unix.DT_UNKNOWN || typ == unix.DT_CHR && w.v.lower != nil {
+			if typ == unix.DT_UNKNOWN || typ == unix.DT_CHR && k.w.v.lower != nil {
 				var st unix.Stat_t
 				if err := unix.Fstatat(fd, d.name, &st, unix.AT_SYMLINK_NOFOLLOW); err == unix.EACCES {
 					return nil, err // not searchable: its entries cannot be typed
 				} else if err == nil {
 					d.isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
-					d.whiteout = w.v.lower != nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
+					d.whiteout = k.w.v.lower != nil && st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
 				}
 			}
 			out = append(out, d)
@@ -231,8 +417,9 @@ func searchable(fd int) error {
 	return unix.Fstatat(fd, ".", &st, unix.AT_SYMLINK_NOFOLLOW)
 }
 
-// dir visits the directory fd (rel to the root, at depth) and closes it.
-// lowerVis says that, in a transaction, the workspace's directory rel shows
+// dir visits the directory t.fd (t.rel to the root, at t.depth) and closes
+// it, and then what is under it (or hands that to another walker). lowerVis
+// says that, in a transaction, the workspace's directory rel shows
 // through the upper layer's.
 //
 // A directory that cannot be searched (a mode with r but not x) lists, but
@@ -240,12 +427,29 @@ func searchable(fd int) error {
 // looked up — a subdirectory, a control entry, an entry of an unknown type
 // — which is everywhere git could find something (a directory with nothing
 // of that is nothing to git).
-func (w *gitWalk) dir(fd int, rel string, depth int, lowerVis bool) {
-	ents, err := w.readDir(fd, false)
-	if err != nil {
-		unix.Close(fd)
-		w.unreadable(rel, err)
-		return
+func (k *walker) dir(t walkTask) {
+	w := k.w
+	fd, rel, depth, lowerVis := t.fd, t.rel, t.depth, t.lowerVis
+	var st unix.Stat_t
+	stated := (w.prev != nil || w.sc.read != nil) && unix.Fstat(fd, &st) == nil
+	var ents []dirent
+	if r := w.prev[rel]; stated && r != nil && r.same(&st) {
+		ents = r.ents
+		w.keep(rel, r)
+	} else {
+		var err error
+		ents, err = k.readDir(fd, false)
+		w.mu.Lock()
+		w.sc.listed++
+		w.mu.Unlock()
+		if err != nil {
+			unix.Close(fd)
+			w.unreadable(rel, err)
+			return
+		}
+		if stated && w.sc.read != nil {
+			w.record(fd, rel, &st, ents)
+		}
 	}
 	if lowerVis && rel != "." {
 		lowerVis = !opaque(fd) && w.v.lowerIsDir(rel)
@@ -295,7 +499,7 @@ func (w *gitWalk) dir(fd int, rel string, depth int, lowerVis bool) {
 	}
 	if path.Base(rel) == ".git" || w.forced[rel] ||
 		has(nHEAD, "HEAD") && (has(nCommondir, "commondir") || has(nObjects, "objects") && has(nRefs, "refs")) {
-		w.gitDir(fd, rel, depth)
+		k.gitDir(fd, rel, depth)
 	}
 	if depth >= openDepth {
 		unix.Close(fd) // hold no descriptor while descending further
@@ -303,6 +507,9 @@ func (w *gitWalk) dir(fd int, rel string, depth int, lowerVis bool) {
 	}
 	for _, name := range subdirs {
 		childRel := path.Join(rel, name)
+		if fd >= 0 && w.unchangedLeaf(fd, name, childRel) {
+			continue
+		}
 		cfd, err := w.open(fd, name, childRel, depth)
 		if err != nil {
 			if errors.Is(err, fs.ErrPermission) && fd >= 0 && searchable(fd) != nil {
@@ -313,20 +520,126 @@ func (w *gitWalk) dir(fd int, rel string, depth int, lowerVis bool) {
 			w.unreadable(childRel, err)
 			continue
 		}
-		w.dir(cfd, childRel, depth+1, lowerVis)
+		child := walkTask{fd: cfd, rel: childRel, depth: depth + 1, lowerVis: lowerVis}
+		if !w.handOff(child) {
+			k.dir(child)
+		}
 	}
 	if fd >= 0 {
 		unix.Close(fd)
 	}
 }
 
-// gitDir lists the control entries of the git directory rel (its
-// descriptor fd, at depth).
-func (w *gitWalk) gitDir(fd int, rel string, depth int) {
-	if w.sc.dirs[rel] {
+// record keeps what the walk read of the directory fd (rel, with stat st,
+// taken before ents were read), where an unchanged change time will say
+// that nothing changed in it.
+func (w *gitWalk) record(fd int, rel string, st *unix.Stat_t, ents []dirent) {
+	if !time.Unix(st.Ctim.Unix()).Before(w.before) {
+		return // changed too recently: a change within the same tick would not show
+	}
+	w.mu.Lock()
+	local, ok := w.local[st.Dev]
+	w.mu.Unlock()
+	if !ok {
+		var sf unix.Statfs_t
+		local = unix.Fstatfs(fd, &sf) == nil && localFS(&sf)
+		w.mu.Lock()
+		w.local[st.Dev] = local
+		w.mu.Unlock()
+	}
+	if !local {
 		return
 	}
+	r := &dirRecord{dev: st.Dev, ino: st.Ino, ctime: st.Ctim, ents: ents}
+	w.mu.Lock()
+	w.sc.read[rel] = r
+	w.mu.Unlock()
+}
+
+// unchangedLeaf reports whether the subdirectory name of the directory
+// parent (rel from the root) is one an earlier walk recorded with no entry
+// the walk looks at, unchanged since: there is nothing in it to visit.
+func (w *gitWalk) unchangedLeaf(parent int, name, rel string) bool {
+	r := w.prev[rel]
+	if r == nil || len(r.ents) > 0 || name == ".git" || w.forced[rel] {
+		return false
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !r.same(&st) {
+		return false
+	}
+	w.keep(rel, r)
+	return true
+}
+
+// keep records r, an earlier walk's record of rel that still holds, when
+// this walk records.
+func (w *gitWalk) keep(rel string, r *dirRecord) {
+	if w.sc.read != nil {
+		w.mu.Lock()
+		w.sc.read[rel] = r
+		w.mu.Unlock()
+	}
+}
+
+// Cache keeps what the walks read of the audited roots' directories
+// (dirRecord) from one command to the next, so that a command's walk at the
+// start takes what did not change since an earlier command's from there. A
+// record is a fact about a directory that checks itself (its identity and
+// change time), so one cache may serve any number of commands, at once or
+// one after another, and a stale record only costs a read. The zero value
+// is ready to use.
+type Cache struct {
+	mu   sync.Mutex
+	read map[string]map[string]*dirRecord // by audited root
+	// settle is the settle time of its walks' records (0: recentCTime;
+	// a test's cache sets it, and waits for the clock instead).
+	settle time.Duration
+}
+
+// settleTime is the settle time of a walk that records for c: recentCTime
+// without a cache too (the walk at the end takes from the start's).
+func (c *Cache) settleTime() time.Duration {
+	if c == nil || c.settle == 0 {
+		return recentCTime
+	}
+	return c.settle
+}
+
+// get returns the records of root, nil with none; never changed after.
+func (c *Cache) get(root string) map[string]*dirRecord {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.read[root]
+}
+
+// put replaces the records of root.
+func (c *Cache) put(root string, read map[string]*dirRecord) {
+	if c == nil || read == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.read == nil {
+		c.read = map[string]map[string]*dirRecord{}
+	}
+	c.read[root] = read
+}
+
+// gitDir lists the control entries of the git directory rel (its
+// descriptor fd, at depth).
+func (k *walker) gitDir(fd int, rel string, depth int) {
+	w := k.w
+	w.mu.Lock()
+	seen := w.sc.dirs[rel]
 	w.sc.dirs[rel] = true
+	w.mu.Unlock()
+	if seen {
+		return
+	}
 	for _, n := range []string{"config", "config.worktree"} {
 		w.entry(path.Join(rel, n), gitConfig)
 	}
@@ -349,7 +662,7 @@ func (w *gitWalk) gitDir(fd int, rel string, depth int) {
 		return
 	}
 	defer unix.Close(hfd)
-	hs, err := w.readDir(hfd, true)
+	hs, err := k.readDir(hfd, true)
 	if err == nil && len(hs) > 0 {
 		err = searchable(hfd) // (its hooks are looked up by path)
 	}
@@ -366,18 +679,20 @@ func (w *gitWalk) gitDir(fd int, rel string, depth int) {
 
 // inspect lists the control entries of rel, a directory a pointer names,
 // which the walk did not take for a git directory.
-func (w *gitWalk) inspect(rel string) {
-	f, err := w.v.top.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
+func (k *walker) inspect(rel string) {
+	f, err := k.w.v.top.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return // not in the top (the workspace's own, in a transaction), or read as unreadable by the walk
 	}
 	defer f.Close()
-	w.gitDir(int(f.Fd()), rel, openDepth)
+	k.gitDir(int(f.Fd()), rel, openDepth)
 }
 
 // pointer records what the pointer rel names.
 func (w *gitWalk) pointer(rel string, st stamp) {
 	t := w.v.resolvePointer(rel, st)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.sc.pointers[rel] = t
 	if t != "" && !w.sc.dirs[t] {
 		w.pending = append(w.pending, t)
@@ -389,16 +704,14 @@ func (w *gitWalk) pointer(rel string, st stamp) {
 // Any other failure makes the scan incomplete.
 func (w *gitWalk) unreadable(rel string, err error) {
 	if !errors.Is(err, fs.ErrPermission) || rel == "." {
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) && w.sc.err == nil {
-			w.sc.err = fmt.Errorf("%s: %w", rel, err)
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
+			w.incomplete(rel, err)
 		}
 		return
 	}
 	fi, lerr := w.v.top.Lstat(rel)
 	if lerr != nil {
-		if w.sc.err == nil {
-			w.sc.err = fmt.Errorf("%s: %w", rel, err)
-		}
+		w.incomplete(rel, err)
 		return
 	}
 	st, ok := stampOf(fi)
@@ -409,6 +722,15 @@ func (w *gitWalk) unreadable(rel string, err error) {
 		return
 	}
 	w.add(gitEntry{rel: rel, kind: gitUnreadable, st: st})
+}
+
+// incomplete records the first failure that makes the scan incomplete.
+func (w *gitWalk) incomplete(rel string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sc.err == nil {
+		w.sc.err = fmt.Errorf("%s: %w", rel, err)
+	}
 }
 
 // open opens the subdirectory name of the directory parent (rel from the

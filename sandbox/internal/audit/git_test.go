@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,6 +27,23 @@ type env struct {
 	t      *testing.T
 	ws, at string
 	audits []*Audit
+	// cache, when not nil, is the walks' cache, filled by an earlier
+	// command that changed nothing (see start).
+	cache *Cache
+}
+
+// flavors are the ways a table test audits a command: the workspace read
+// whole, a transaction's upper layer, and the workspace with a cache of an
+// earlier command's walks (every directory but what the command changes
+// taken from there).
+var flavors = []string{"workspace", "transaction", "cached"}
+
+func newFlavor(t *testing.T, flavor string) *env {
+	e := newEnv(t, flavor == "transaction")
+	if flavor == "cached" {
+		e.cache = &Cache{settle: time.Nanosecond}
+	}
+	return e
 }
 
 func newEnv(t *testing.T, over bool) *env {
@@ -42,12 +61,49 @@ func (e *env) start() {
 	e.t.Helper()
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: e.ws})
 	require.NoError(e.t, err)
+	if e.cache != nil {
+		// An earlier command, which changed nothing; then this one,
+		// which takes what did not change from the cache, and whose
+		// changes come a clock tick after its walk (see waitTick).
+		waitTick(e.t)
+		audits, err := Start(p, nil, e.cache)
+		require.NoError(e.t, err)
+		log := facts.NewLog()
+		Finish(audits, log, false)
+		require.Empty(e.t, log.List())
+		waitTick(e.t)
+	}
 	if e.over() {
-		e.audits, err = StartOver(p, nil, e.ws, e.at)
+		e.audits, err = StartOver(p, nil, e.ws, e.at, e.cache)
 	} else {
-		e.audits, err = Start(p, nil)
+		e.audits, err = Start(p, nil, e.cache)
 	}
 	require.NoError(e.t, err)
+	if e.cache != nil {
+		waitTick(e.t)
+	}
+}
+
+// waitTick waits until a change made now gets a later change time than
+// any made before the call: on a kernel with coarse timestamps, until the
+// clock has ticked. (A test cache records every directory changed before
+// its walk: a change within the same tick would not show, which a real
+// cache's settle time rules out.)
+func waitTick(t *testing.T) {
+	t.Helper()
+	now := time.Now()
+	probe := filepath.Join(t.TempDir(), "tick")
+	for range 100000 {
+		require.NoError(t, os.WriteFile(probe, nil, 0o600))
+		require.NoError(t, os.Chmod(probe, 0o600)) // (a change of ctime, whatever the write did)
+		var st syscall.Stat_t
+		require.NoError(t, syscall.Stat(probe, &st))
+		if time.Unix(st.Ctim.Unix()).After(now) {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("the clock gives no later change time")
 }
 
 // finish runs Finish and returns its denials, "op rel" (rel to the
@@ -161,7 +217,7 @@ func TestScanGitFindsEveryRepository(t *testing.T) {
 	v, err := openView(root, "")
 	require.NoError(t, err)
 	defer v.close()
-	sc, err := scanGit(v, nil)
+	sc, err := scanGit(v, nil, 0, nil)
 	require.NoError(t, err)
 	require.NoError(t, sc.err)
 	var found []string
@@ -283,10 +339,10 @@ func TestGitAuditDecoys(t *testing.T) {
 			want: []string{"y/hooks/pre-commit"},
 		},
 	}
-	for _, over := range []bool{false, true} {
+	for _, fl := range flavors {
 		for _, c := range cases {
-			t.Run(map[bool]string{false: "workspace", true: "transaction"}[over]+"/"+c.name, func(t *testing.T) {
-				e := newEnv(t, over)
+			t.Run(fl+"/"+c.name, func(t *testing.T) {
+				e := newFlavor(t, fl)
 				if c.setup != nil {
 					c.setup(t, e.ws)
 				}
@@ -401,10 +457,10 @@ func TestGitAuditExecPaths(t *testing.T) {
 			write(t, at, "README", "x\n")
 		}, []string{"pre-commit"}},
 	}
-	for _, over := range []bool{false, true} {
+	for _, fl := range flavors {
 		for _, c := range cases {
-			t.Run(map[bool]string{false: "workspace", true: "transaction"}[over]+"/"+c.name, func(t *testing.T) {
-				e := newEnv(t, over)
+			t.Run(fl+"/"+c.name, func(t *testing.T) {
+				e := newFlavor(t, fl)
 				gitDir(t, e.ws, ".git", c.config)
 				write(t, e.ws, ".githooks/pre-commit", "#!/bin/sh\ntrue\n")
 				write(t, e.ws, ".gitconfig.project", "[user]\n\tname = x\n")
@@ -507,10 +563,11 @@ func TestGitAuditUnreadable(t *testing.T) {
 			chmod(t, at, "r/.git", 0o555)
 		}, []string{"git-control r/.git/config"}, []string{"r/.git/config"}},
 	}
-	for _, over := range []bool{false, true} {
+	for _, fl := range flavors {
+		over := fl == "transaction"
 		for _, c := range cases {
-			t.Run(map[bool]string{false: "workspace", true: "transaction"}[over]+"/"+c.name, func(t *testing.T) {
-				e := newEnv(t, over)
+			t.Run(fl+"/"+c.name, func(t *testing.T) {
+				e := newFlavor(t, fl)
 				gitDir(t, e.ws, "r/.git", safeConfig)
 				write(t, e.ws, ".vscode/settings.json", "{}")
 				if over {

