@@ -532,18 +532,21 @@ type stoppedCase struct {
 const stoppedPrelude = `K=$PPID; R=$(sed 's/.*) . \([0-9]*\) .*/\1/' /proc/$K/stat); [ "$R" = 0 ] && R=
 `
 
+// The timeouts of 3 s (scaled) give the command time to set its trap and stop
+// its helpers first: on a TCG guest under the whole suite's load, 1 s once
+// ran out before bash had set its trap (exit 143, no output).
 var stoppedCases = []stoppedCase{
 	{name: "keeper stopped, command exits", script: `kill -STOP $K; echo stopped; exit 5`,
 		timeoutMs: 20000, exit: 5, stdout: "stopped\n"},
 	{name: "keeper and relay stopped, timeout", script: `setsid sleep 1000${TAG}1 </dev/null >/dev/null 2>&1 & kill -STOP $R $K; echo stopped; exec sleep 1000$TAG`,
-		timeoutMs: 1000, exit: -1, timedOut: true, stdout: "stopped\n"},
+		timeoutMs: 3000, exit: -1, timedOut: true, stdout: "stopped\n"},
 	{name: "keeper and relay stopped, TERM trap runs", script: `trap 'echo bye; exit 3' TERM; kill -STOP $R $K; echo stopped; while :; do sleep 0.05; done`,
-		timeoutMs: 1000, graceMs: 5000, exit: 3, timedOut: true, stdout: "stopped\nbye\n"},
+		timeoutMs: 3000, graceMs: 5000, exit: 3, timedOut: true, stdout: "stopped\nbye\n"},
 	{name: "command stops its own group, TERM trap runs", script: `trap 'echo bye; exit 3' TERM; echo stopped; kill -STOP 0; echo resumed`,
-		timeoutMs: 1000, graceMs: 5000, exit: 3, timedOut: true, stdout: "stopped\nbye\n"},
+		timeoutMs: 3000, graceMs: 5000, exit: 3, timedOut: true, stdout: "stopped\nbye\n"},
 	{name: "relay stopped, keeper killed", script: `setsid sleep 1000${TAG}1 </dev/null >/dev/null 2>&1 & kill -STOP $R; kill -KILL $K; echo alive; exec sleep 1000$TAG`,
 		timeoutMs: 20000, exit: 125, failed: true, noPidNSOnly: true,
-		confined: &stoppedCase{timeoutMs: 1000, exit: -1, timedOut: true, stdout: "alive\n"}},
+		confined: &stoppedCase{timeoutMs: 3000, exit: -1, timedOut: true, stdout: "alive\n"}},
 }
 
 // stoppedVariant is a mode on a host with or without pid namespaces.
