@@ -38,10 +38,17 @@ func outsideDir(t *testing.T) string {
 	return d
 }
 
+// newExecutor makes an executor whose grace between SIGTERM and SIGKILL is
+// short, so that the tests that kill are quick.
 func newExecutor(t *testing.T, mode modes.Mode) (*executor.Executor, string) {
 	t.Helper()
+	return newExecutorGrace(t, mode, 300*time.Millisecond)
+}
+
+func newExecutorGrace(t *testing.T, mode modes.Mode, grace time.Duration) (*executor.Executor, string) {
+	t.Helper()
 	ws := t.TempDir()
-	e, err := executor.New(executor.Config{Mode: mode, Workspace: ws, SpillDir: t.TempDir(), KillGrace: testtime.Scale(300 * time.Millisecond)})
+	e, err := executor.New(executor.Config{Mode: mode, Workspace: ws, SpillDir: t.TempDir(), KillGrace: testtime.Scale(grace)})
 	require.NoError(t, err)
 	t.Cleanup(func() { e.Close() })
 	return e, ws
@@ -265,7 +272,9 @@ func TestAbortAfterGrantSpawnsNothing(t *testing.T) {
 }
 
 func TestForegroundTimeoutTrapExitsZero(t *testing.T) {
-	e, _ := newExecutor(t, modes.WorkspaceWrite)
+	// The trap must run and bash exit within the grace: a loaded machine
+	// once took longer than 300 ms, and the SIGKILL then came first.
+	e, _ := newExecutorGrace(t, modes.WorkspaceWrite, 5*time.Second)
 	b := newBash(t, Options{Executor: e})
 	// The timeout runs from the spawn, inside the executor: scaled, so that
 	// bash has installed its trap when it fires.
