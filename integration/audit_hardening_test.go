@@ -328,7 +328,8 @@ func TestAuditKeepsOrdinaryGit(t *testing.T) {
 // first command's walks record them all and the next command's audit lists
 // only what it changed: a repository made in a directory deep in the tree
 // and a .git file dropped next to old files are set aside all the same, and
-// the host's git runs neither.
+// the host's git runs neither. Then the same in directories made by the
+// command just before, which only the executor's watches vouch for.
 func TestAuditCacheAcrossCommands(t *testing.T) {
 	needHarness(t)
 	forEachIdentity(t, func(t *testing.T, id identity) {
@@ -353,13 +354,20 @@ func TestAuditCacheAcrossCommands(t *testing.T) {
 			k, v, _ := strings.Cut(kv, "=")
 			env[k] = v
 		}
+		// And in directories made a moment before (which only the
+		// executor's watches vouch for, their change times too recent).
+		plantFresh := `set -e
+			git init -q fresh/x
+			git -C fresh/x config core.fsmonitor "touch $M; false"`
 		out := id.harness(t, harnessproto.Spec{Config: cfg, Action: "sequence", Requests: []harnessproto.Request{
 			{Command: "true"}, {Command: "true"}, {Command: plant, Env: env},
+			{Command: "mkdir -p fresh/x/y && touch fresh/x/f"}, {Command: "true"}, {Command: plantFresh, Env: env},
 		}})
-		if len(out.Results) != 3 {
-			t.Fatalf("want 3 outcomes, got %+v", out)
+		if len(out.Results) != 6 {
+			t.Fatalf("want 6 outcomes, got %+v", out)
 		}
-		for _, o := range out.Results[:2] {
+		for _, i := range []int{0, 1, 3, 4} {
+			o := out.Results[i]
 			if r := requireResult(t, o); len(r.Sandbox.Denials) != 0 {
 				t.Errorf("a command that changed nothing has denials %+v", r.Sandbox.Denials)
 			}
@@ -368,7 +376,12 @@ func TestAuditCacheAcrossCommands(t *testing.T) {
 		if r.ExitCode != 0 {
 			t.Fatalf("the planting command failed: %+v", r)
 		}
-		for _, rel := range []string{"deep/a/b/.git/config", "deep/c/.git"} {
+		fresh := requireResult(t, out.Results[5])
+		if fresh.ExitCode != 0 {
+			t.Fatalf("the planting command failed: %+v", fresh)
+		}
+		r.Sandbox.Denials = append(r.Sandbox.Denials, fresh.Sandbox.Denials...)
+		for _, rel := range []string{"deep/a/b/.git/config", "deep/c/.git", "fresh/x/.git/config"} {
 			p := filepath.Join(ws, rel)
 			if !slices.ContainsFunc(r.Sandbox.Denials, func(d sandbox.Denial) bool {
 				return d.Op == "git-control" && d.Path == p && d.Syscall == "post-run"
@@ -381,6 +394,7 @@ func TestAuditCacheAcrossCommands(t *testing.T) {
 		}
 		id.hostGit(t, filepath.Join(ws, "deep/a/b"), "status")
 		id.hostGit(t, filepath.Join(ws, "deep/c"), "status")
+		id.hostGit(t, filepath.Join(ws, "fresh/x"), "status")
 		requireAbsent(t, marker)
 	})
 }

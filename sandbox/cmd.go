@@ -98,7 +98,9 @@ type Cmd struct {
 	// many commands, at once or in turn; an Executor has one): a command's
 	// audit then lists only the directories that changed since, not every
 	// directory of the workspace. Each record checks itself against the
-	// directory's change time, so a stale one costs a read, never a miss.
+	// directory's change time, or, in a cache that watches, against what
+	// the kernel reported of the directory since: a stale one costs a read,
+	// never a miss.
 	AuditCache *AuditCache
 
 	// cmdState is the started command's state, per platform (off Linux,

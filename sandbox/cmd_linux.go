@@ -33,13 +33,31 @@ import (
 // AuditCache is what the post-run audit read of the writable roots'
 // directories, kept for the next commands (Cmd.AuditCache). The zero value
 // is ready to use.
-type AuditCache struct{ c audit.Cache }
+//
+// With Watch set before its first use, it also asks the kernel (inotify) to
+// report every change of the directories it read, so that a command's audit
+// neither lists nor stats a directory that reported none: its cost follows
+// what changed, not the workspace's size. The watches come out of the
+// user's inotify budget (at most a quarter of fs.inotify.max_user_watches;
+// the directories beyond are checked by their change time) and are held
+// until Close.
+type AuditCache struct {
+	Watch bool
+	c     audit.Cache
+}
 
 func (a *AuditCache) cache() *audit.Cache {
 	if a == nil {
 		return nil
 	}
+	a.c.SetWatch(a.Watch)
 	return &a.c
+}
+
+// Close releases the cache's watches. The cache stays usable, without
+// them.
+func (a *AuditCache) Close() error {
+	return a.c.Close()
 }
 
 // cmdState is what a started Cmd keeps (Linux).

@@ -39,7 +39,10 @@ func (c *Cmd) Pid() int { return 0 }
 
 // AuditCache is what the post-run audit read of the writable roots, kept
 // for the next commands. Off Linux no command is audited: it stays empty.
-type AuditCache struct{}
+type AuditCache struct{ Watch bool }
+
+// Close does nothing: off Linux the cache watches nothing.
+func (a *AuditCache) Close() error { return nil }
 
 // EgressProxy is the egress proxy of the commands whose policy has a network
 // allowlist. Off Linux no command uses one: it never listens.

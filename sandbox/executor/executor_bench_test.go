@@ -84,7 +84,7 @@ func benchBwrap(b *testing.B, ws string) (string, []string) {
 		benchSkip(b, "bwrap (bubblewrap) is not installed: no bwrap baseline (make bench-deps installs it)")
 	}
 	args := []string{"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent",
-		"--tmpfs", "/tmp", "--bind", ws, ws, "--"}
+		"--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws, "--"}
 	if out, err := exec.Command(bwrap, append(args, "true")...).CombinedOutput(); err != nil {
 		benchSkip(b, fmt.Sprintf("bwrap cannot run here (%v: %s): no bwrap baseline", err, strings.TrimSpace(string(out))))
 	}
@@ -202,22 +202,22 @@ func BenchmarkExecutorSpawn(b *testing.B) {
 	b.Run("interleaved-run-bwrap", func(b *testing.B) {
 		bwrap, args := benchBwrap(b, ws)
 		args = append(args, "bash", "-c", "true")
-		benchInterleaved(b, e, bwrap, args)
+		benchInterleaved(b, e, bwrap, args, "true")
 	})
 }
 
-// benchInterleaved times b.N pairs of an Executor.Run of `true`
+// benchInterleaved times b.N pairs of an Executor.Run of command
 // (workspace-write) and a bwrap run of args, one of each per op, and
 // reports run-ms and bwrap-ms (the medians) and x-bwrap (their ratio); it
 // returns the run's median.
-func benchInterleaved(b *testing.B, e *executor.Executor, bwrap string, args []string) time.Duration {
-	benchRun(b, e, modes.WorkspaceWrite, "true")
+func benchInterleaved(b *testing.B, e *executor.Executor, bwrap string, args []string, command string) time.Duration {
+	benchRun(b, e, modes.WorkspaceWrite, command)
 	runD := make([]time.Duration, 0, b.N)
 	bwrapD := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		benchRun(b, e, modes.WorkspaceWrite, "true")
+		benchRun(b, e, modes.WorkspaceWrite, command)
 		t1 := time.Now()
 		if err := exec.Command(bwrap, args...).Run(); err != nil {
 			b.Fatal(err)

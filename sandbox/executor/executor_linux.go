@@ -32,7 +32,7 @@ type Executor struct {
 	runSeq    atomic.Int64
 
 	proxy *sandbox.EgressProxy // started by the first command with the allowlist
-	audit sandbox.AuditCache   // what the post-run audits read, for the next commands
+	audit sandbox.AuditCache   // what the post-run audits read and watch, for the next commands
 
 	mu     sync.Mutex
 	live   map[*job]struct{}
@@ -111,8 +111,10 @@ func New(cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("sandbox: config: %w", err)
 	}
 	// The proxy listens when the first command with an allowlist starts.
-	return &Executor{cfg: cfg, workspace: probe.Workspace, shell: shell, spill: spill, spillDir: spill.path,
-		live: map[*job]struct{}{}, proxy: sandbox.NewEgressProxy()}, nil
+	e := &Executor{cfg: cfg, workspace: probe.Workspace, shell: shell, spill: spill, spillDir: spill.path,
+		live: map[*job]struct{}{}, proxy: sandbox.NewEgressProxy()}
+	e.audit.Watch = true // released by Close
+	return e, nil
 }
 
 // Mode is the executor's default mode.
@@ -137,9 +139,9 @@ func (e *Executor) isClosed() bool {
 }
 
 // Close kills every command the executor still runs (SIGTERM, then SIGKILL
-// after the grace) and waits for them to settle. Spill files are left in
-// place: their paths may have been handed out. Later calls fail with
-// ErrClosed.
+// after the grace), waits for them to settle, and releases the audit's
+// directory watches (sandbox.AuditCache). Spill files are left in place:
+// their paths may have been handed out. Later calls fail with ErrClosed.
 func (e *Executor) Close() error {
 	e.mu.Lock()
 	e.closed = true
@@ -155,6 +157,7 @@ func (e *Executor) Close() error {
 		<-j.settled
 	}
 	e.proxy.Close()
+	e.audit.Close()
 	e.spill.close() // removed only when empty
 	return nil
 }

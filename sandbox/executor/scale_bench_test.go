@@ -16,9 +16,10 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// BenchmarkExecutorWorkspaceScale: Executor.Run of `true`, workspace-write,
-// in git repositories of growing size (DSH_BENCH_SCALE_FILES, default
-// "1000 200000": files, 10 to a directory, 100 directories to a parent),
+// BenchmarkExecutorWorkspaceScale: Executor.Run of `true` (or of
+// DSH_BENCH_SCALE_COMMAND), workspace-write, in git repositories of growing
+// size (DSH_BENCH_SCALE_FILES, default "1000 200000": files, 10 to a
+// directory, 100 directories to a parent),
 // each interleaved with bubblewrap's upstream profile in the same workspace.
 // Each sub-benchmark reports run-ms, bwrap-ms (medians), x-bwrap, and
 // x-smallest: its run's median against the smallest repository's, the
@@ -30,6 +31,7 @@ func BenchmarkExecutorWorkspaceScale(b *testing.B) {
 	if _, err := exec.LookPath("git"); err != nil {
 		benchSkip(b, "git is not installed: no repository to measure in")
 	}
+	command := envOr("DSH_BENCH_SCALE_COMMAND", "true")
 	var sizes []int
 	for _, f := range strings.Fields(envOr("DSH_BENCH_SCALE_FILES", "1000 200000")) {
 		n, err := strconv.Atoi(f)
@@ -56,8 +58,8 @@ func BenchmarkExecutorWorkspaceScale(b *testing.B) {
 		b.Run(fmt.Sprintf("files-%d", n), func(b *testing.B) {
 			e := benchExecutorIn(b, repos[i])
 			bwrap, args := benchBwrap(b, repos[i])
-			args = append(args, "bash", "-c", "true")
-			run := benchInterleaved(b, e, bwrap, args)
+			args = append(args, "bash", "-c", command)
+			run := benchInterleaved(b, e, bwrap, args, command)
 			if i == 0 {
 				smallest = float64(run)
 			}

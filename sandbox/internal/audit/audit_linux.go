@@ -55,9 +55,9 @@ type Audit struct {
 	// transaction, the workspace's too): their control entries are
 	// judged at the end, whatever they look like then.
 	gitDirs map[string]bool
-	// read is what the walk at the start read of each directory, for
-	// the walk at the end to take what did not change from (dirRecord).
-	read map[string]*dirRecord
+	// started is the walk at the start, for the walk at the end to take
+	// what did not change from (dirRecord, gitScan.whole).
+	started *gitScan
 	// cache is where the walks' records are kept between commands (nil:
 	// nowhere).
 	cache *Cache
@@ -130,13 +130,13 @@ func (a *Audit) start(p modes.Policy, skip []string) error {
 	// (A directory it could not read now — a dead mount — is no reason
 	// to refuse the command: what is there at the end and was not
 	// recorded counts as new, and an incomplete walk then is reported.)
-	sc, err := scanGit(v, nil, a.cache.settleTime(), a.cache.get(a.root))
+	sc, err := scanGit(v, nil, a.cache.settleTime(), a.cache.get(a.root), a.cache.index())
 	if err != nil {
 		return err
 	}
-	a.read = sc.read
-	if a.at == "" && sc.err == nil {
-		a.cache.put(a.root, sc.read)
+	a.started = sc
+	if a.at == "" {
+		a.cache.put(a.root, sc)
 	}
 	for _, e := range sc.entries {
 		a.git[e.rel] = e.st
@@ -151,12 +151,10 @@ func (a *Audit) start(p modes.Policy, skip []string) error {
 			return err
 		}
 		defer bv.close()
-		if base, err = scanGit(bv, nil, a.cache.settleTime(), a.cache.get(a.root)); err != nil {
+		if base, err = scanGit(bv, nil, a.cache.settleTime(), a.cache.get(a.root), a.cache.index()); err != nil {
 			return err
 		}
-		if base.err == nil {
-			a.cache.put(a.root, base.read)
-		}
+		a.cache.put(a.root, base)
 		for g := range base.dirs {
 			a.gitDirs[g] = true
 		}
@@ -232,18 +230,18 @@ func (a *Audit) finish(denials *facts.Log, kernelHeld bool) {
 	if record {
 		settle = a.cache.settleTime()
 	}
-	sc, err := scanGit(v, a.gitDirs, settle, a.read)
+	sc, err := scanGit(v, a.gitDirs, settle, a.started, a.cache.index())
 	if errors.Is(err, fs.ErrPermission) && a.restoreRoot(denials) {
-		sc, err = scanGit(v, a.gitDirs, settle, a.read)
+		sc, err = scanGit(v, a.gitDirs, settle, a.started, a.cache.index())
 	}
 	if err != nil {
 		fail()
 		return
 	}
-	if record && sc.err == nil {
+	if record {
 		// (What is set aside below changes its directory: those
 		// records no longer hold, and say so.)
-		a.cache.put(a.root, sc.read)
+		a.cache.put(a.root, sc)
 	}
 	n := &neutralizer{a: a, v: v, denials: denials}
 	if sc.err != nil {

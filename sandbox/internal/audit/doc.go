@@ -15,11 +15,15 @@
 // Its walks record what they read of each directory — its identity and
 // change time, taken before its entries — and take an unchanged directory's
 // entries from a record instead of reading them again: the end's from the
-// start's, and, through a [Cache], a command's from an earlier command's. It
-// must never take from a record what the record cannot vouch for: a
-// directory on a filesystem whose change times are not the kernel's own
-// (a network or FUSE one), or one changed too recently for a coarse
-// timestamp to show a later change.
+// start's, and, through a [Cache], a command's from an earlier command's. A
+// Cache set to watch also has the kernel report every change of the
+// directories its walks recorded (inotify, watch_linux.go), and its walks
+// take a directory that reported none without a system call. It must never
+// take from a record what the record cannot vouch for: a directory on a
+// filesystem whose change times and events are not the kernel's own (a
+// network or FUSE one), one changed too recently for a coarse timestamp to
+// show a later change and not watched, or one watched since before the
+// kernel lost events.
 //
 // It is its own package, not part of the supervisor: it never sees a
 // notification and runs only before the command starts and after it has

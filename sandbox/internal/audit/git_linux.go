@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -90,6 +91,16 @@ type gitScan struct {
 	// listed counts the directories the walk listed (the rest it took
 	// from an earlier walk's records).
 	listed int
+	// whole says the walk watched every directory it visited (with an
+	// index) from before it read it, and found nothing it could not read:
+	// while the index reports no change in the root after seq (its count
+	// of events when the walk began), the root's directories hold what
+	// the walk found — the directories that look like git directories
+	// (looks) and the .git entries that are not directories (ptrs) — and
+	// the next walk takes them from here (gitWalk.reuse).
+	whole       bool
+	seq         uint64
+	looks, ptrs []string
 }
 
 // dirRecord is what a walk read of one directory: its identity and change
@@ -101,14 +112,23 @@ type gitScan struct {
 // the end's walk takes them from the record instead of reading them again —
 // and a directory of no entries it looks at, unchanged, it does not open at
 // all. So the end's walk costs a stat per unchanged directory, not a read.
-// Recorded only where that holds (localFS) and only for directories whose
-// change time lies more than a settle time (recentCTime) before the walk
-// began: a kernel with coarse timestamps gives a change made within the
-// same tick the same time.
+// Recorded only where that holds (localFS), and its change time vouches
+// only for directories whose change time lay more than a settle time
+// (recentCTime) before the walk began (ctimeOK): a kernel with coarse
+// timestamps gives a change made within the same tick the same time.
+//
+// A walk of a Cache that watches (index) also watches each directory it
+// records, before it reads it: wd is the watch, seq the index's count of
+// events at that moment. While the watch reports nothing after seq, the
+// record holds whatever the change time — and the walk does not even stat
+// the directory when its parent holds too (see walker.dir).
 type dirRecord struct {
 	dev, ino uint64
 	ctime    unix.Timespec
+	ctimeOK  bool
 	ents     []dirent
+	wd       int32
+	seq      uint64
 }
 
 // recentCTime is how far before a walk a directory's change time must lie
@@ -116,9 +136,15 @@ type dirRecord struct {
 // moves within a command.
 const recentCTime = 2 * time.Second
 
-// same reports whether st is the directory r recorded, unchanged.
+// same reports whether st shows the directory r recorded, unchanged by its
+// change time.
 func (r *dirRecord) same(st *unix.Stat_t) bool {
-	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Dev == r.dev && st.Ino == r.ino && st.Ctim == r.ctime
+	return r.ctimeOK && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Dev == r.dev && st.Ino == r.ino && st.Ctim == r.ctime
+}
+
+// is reports whether st is the directory r recorded (changed or not).
+func (r *dirRecord) is(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Dev == r.dev && st.Ino == r.ino
 }
 
 // localFS reports whether the filesystem of fstatfs result sf sets a
@@ -136,11 +162,12 @@ func localFS(sf *unix.Statfs_t) bool {
 // scanGit walks the whole view v, taking the directories of forced for git
 // directories whatever they hold (those found at the start). With a
 // positive settle (and a root read as it is, not a transaction's layers),
-// it records what it read of each directory whose change time lies more
-// than settle before the walk (gitScan.read); given prev, such records of
-// an earlier walk, it takes an unchanged directory's entries from there.
-// The error is the root's own: nothing was read.
-func scanGit(v *view, forced map[string]bool, settle time.Duration, prev map[string]*dirRecord) (*gitScan, error) {
+// it records what it read of each directory (gitScan.read), its change
+// time vouching for it where it lies more than settle before the walk, and
+// idx (nil: none) watching it; given prev, such records of an earlier walk,
+// it takes an unchanged directory's entries from there. The error is the
+// root's own: nothing was read.
+func scanGit(v *view, forced map[string]bool, settle time.Duration, prev *gitScan, idx *index) (*gitScan, error) {
 	top, err := unix.Open(v.topPath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: v.topPath, Err: err}
@@ -150,10 +177,19 @@ func scanGit(v *view, forced map[string]bool, settle time.Duration, prev map[str
 		sc:     &gitScan{dirs: map[string]bool{}, pointers: map[string]string{}},
 		listed: map[gitEntryKey]bool{}, local: map[uint64]bool{},
 	}
+	var seq uint64
 	if v.lower == nil {
-		w.prev = prev
+		if prev != nil {
+			w.prev = prev.read
+		}
+		if idx != nil && (prev != nil || settle > 0) {
+			// Every change made before now, read: what shows no
+			// event since its record is unchanged.
+			seq = idx.drain()
+			w.idx = idx
+		}
 		if settle > 0 {
-			w.sc.read = map[string]*dirRecord{}
+			w.sc.read = make(map[string]*dirRecord, len(w.prev))
 			w.before = time.Now().Add(-settle)
 		}
 	}
@@ -162,7 +198,11 @@ func scanGit(v *view, forced map[string]bool, settle time.Duration, prev map[str
 		unix.Close(top)
 		return nil, &os.PathError{Op: "open", Path: v.topPath, Err: err}
 	}
-	w.run(walkTask{fd: top, rel: ".", lowerVis: v.lower != nil})
+	if w.idx != nil && w.sc.read != nil && prev != nil && prev.whole && w.idx.rootClean(v.topPath, prev.seq) && w.reuse(top, prev) {
+		unix.Close(top)
+	} else {
+		w.run(walkTask{fd: top, rel: ".", lowerVis: v.lower != nil})
+	}
 	// What a pointer names is a git directory, whatever it holds; and
 	// what its own commondir names in turn.
 	k := w.walker()
@@ -171,6 +211,8 @@ func scanGit(v *view, forced map[string]bool, settle time.Duration, prev map[str
 			k.inspect(t)
 		}
 	}
+	w.sc.whole = w.idx != nil && w.sc.read != nil && !w.partial.Load()
+	w.sc.seq = seq
 	// Parents first, whichever worker found them: Finish sets a parent
 	// aside before it looks at what is in it.
 	slices.SortFunc(w.sc.entries, func(a, b gitEntry) int {
@@ -180,6 +222,38 @@ func scanGit(v *view, forced map[string]bool, settle time.Duration, prev map[str
 		return int(a.kind) - int(b.kind)
 	})
 	return w.sc, nil
+}
+
+// reuse takes what the walk prev found in the root (top, its descriptor)
+// instead of walking it, where the index says no directory of it changed
+// since: every directory and entry it found is where it was. What a
+// directory's events do not show — what git's control entries and pointers
+// hold, and the hooks' names — it reads again: the control entries of
+// every git directory (by name or content at prev's walk, or forced and
+// there then), and every .git entry that is not a directory. False when
+// the root is not prev's directory: nothing was done.
+func (w *gitWalk) reuse(top int, prev *gitScan) bool {
+	var st unix.Stat_t
+	if r := prev.read["."]; r == nil || unix.Fstat(top, &st) != nil || !r.is(&st) {
+		return false
+	}
+	// (Shared with prev, never changed: an append would copy.)
+	w.sc.read, w.sc.looks, w.sc.ptrs = prev.read, slices.Clip(prev.looks), slices.Clip(prev.ptrs)
+	k := w.walker()
+	for _, rel := range prev.looks {
+		k.gitDir(-1, rel, openDepth)
+	}
+	for rel := range w.forced {
+		if prev.read[rel] != nil {
+			k.gitDir(-1, rel, openDepth)
+		}
+	}
+	for _, rel := range prev.ptrs {
+		if st, ok := w.entry(rel, gitPointer); ok {
+			w.pointer(rel, st)
+		}
+	}
+	return true
 }
 
 // gitWalk is one walk of an audited root, by up to walkWorkers goroutines
@@ -202,6 +276,13 @@ type gitWalk struct {
 	// before for this walk to record it.
 	prev   map[string]*dirRecord
 	before time.Time
+	// idx, when not nil, watches what this walk records and vouches for
+	// what an earlier walk recorded (see index).
+	idx *index
+
+	// partial says the walk visited a directory it did not watch, or
+	// failed to read one (see gitScan.whole).
+	partial atomic.Bool
 
 	mu      sync.Mutex // guards sc, listed, pending and local
 	sc      *gitScan
@@ -217,18 +298,28 @@ type gitWalk struct {
 
 // walkTask is a directory to visit: its descriptor (owned by the task), its
 // path relative to the root, its depth, and whether the lower layer shows
-// through it (see walker.dir).
+// through it (see walker.dir). A directory the index vouches for, under a
+// parent it vouched for too, has no descriptor (fd -1) but its record
+// (vouched): nothing changed in it, nor what its path names.
 type walkTask struct {
 	fd       int
 	rel      string
 	depth    int
 	lowerVis bool
+	vouched  *dirRecord
 }
 
-// walker is one goroutine of a walk, with its own getdents buffer.
+// walker is one goroutine of a walk, with its own getdents buffer and the
+// earlier walk's records it kept (added to the scan's when the walk ends).
 type walker struct {
-	w   *gitWalk
-	buf []byte
+	w    *gitWalk
+	buf  []byte
+	kept []keptRecord
+}
+
+type keptRecord struct {
+	rel string
+	r   *dirRecord
 }
 
 func (w *gitWalk) walker() *walker { return &walker{w: w, buf: make([]byte, 64<<10)} }
@@ -241,17 +332,27 @@ func walkWorkers() int { return min(max(runtime.GOMAXPROCS(0), 1), 8) }
 // run visits first and everything under it, and returns when every walker
 // is done.
 func (w *gitWalk) run(first walkTask) {
+	ks := make([]*walker, max(w.workers, 1))
+	for i := range ks {
+		ks[i] = w.walker()
+	}
+	defer func() {
+		for _, k := range ks {
+			for _, kr := range k.kept {
+				w.sc.read[kr.rel] = kr.r
+			}
+		}
+	}()
 	if w.workers <= 1 {
-		w.walker().dir(first)
+		ks[0].dir(first)
 		return
 	}
 	w.stack = append(w.stack, first)
 	var wg sync.WaitGroup
-	for range w.workers {
+	for _, k := range ks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			k := w.walker()
 			for {
 				t, ok := w.next()
 				if !ok {
@@ -430,25 +531,16 @@ func searchable(fd int) error {
 func (k *walker) dir(t walkTask) {
 	w := k.w
 	fd, rel, depth, lowerVis := t.fd, t.rel, t.depth, t.lowerVis
-	var st unix.Stat_t
-	stated := (w.prev != nil || w.sc.read != nil) && unix.Fstat(fd, &st) == nil
-	var ents []dirent
-	if r := w.prev[rel]; stated && r != nil && r.same(&st) {
-		ents = r.ents
-		w.keep(rel, r)
+	ents, vouched := []dirent(nil), t.vouched != nil
+	if vouched {
+		ents = t.vouched.ents
+		k.keep(rel, t.vouched)
 	} else {
 		var err error
-		ents, err = k.readDir(fd, false)
-		w.mu.Lock()
-		w.sc.listed++
-		w.mu.Unlock()
-		if err != nil {
+		if ents, vouched, err = k.entries(fd, rel); err != nil {
 			unix.Close(fd)
 			w.unreadable(rel, err)
 			return
-		}
-		if stated && w.sc.read != nil {
-			w.record(fd, rel, &st, ents)
 		}
 	}
 	if lowerVis && rel != "." {
@@ -482,6 +574,9 @@ func (k *walker) dir(t walkTask) {
 			subdirs = append(subdirs, e.name)
 		case e.name == ".git":
 			rel := path.Join(rel, e.name)
+			w.mu.Lock()
+			w.sc.ptrs = append(w.sc.ptrs, rel)
+			w.mu.Unlock()
 			if st, ok := w.entry(rel, gitPointer); ok {
 				w.pointer(rel, st)
 			}
@@ -497,17 +592,31 @@ func (k *walker) dir(t walkTask) {
 		_, err := w.v.lower.Lstat(path.Join(rel, name))
 		return err == nil
 	}
-	if path.Base(rel) == ".git" || w.forced[rel] ||
-		has(nHEAD, "HEAD") && (has(nCommondir, "commondir") || has(nObjects, "objects") && has(nRefs, "refs")) {
+	if path.Base(rel) == ".git" || has(nHEAD, "HEAD") && (has(nCommondir, "commondir") || has(nObjects, "objects") && has(nRefs, "refs")) {
+		w.mu.Lock()
+		w.sc.looks = append(w.sc.looks, rel)
+		w.mu.Unlock()
+		k.gitDir(fd, rel, depth)
+	} else if w.forced[rel] {
 		k.gitDir(fd, rel, depth)
 	}
-	if depth >= openDepth {
+	if depth >= openDepth && fd >= 0 {
 		unix.Close(fd) // hold no descriptor while descending further
 		fd = -1
 	}
 	for _, name := range subdirs {
 		childRel := path.Join(rel, name)
-		if fd >= 0 && w.unchangedLeaf(fd, name, childRel) {
+		if r := w.prev[childRel]; vouched && w.idx.unchanged(r) {
+			// Its parent unchanged, the name is still r's directory.
+			if len(r.ents) == 0 && name != ".git" && !w.forced[childRel] {
+				k.keep(childRel, r)
+				continue
+			}
+			// (No system call to share: no hand-off.)
+			k.dir(walkTask{fd: -1, rel: childRel, depth: depth + 1, lowerVis: lowerVis, vouched: r})
+			continue
+		}
+		if fd >= 0 && k.unchangedLeaf(fd, name, childRel) {
 			continue
 		}
 		cfd, err := w.open(fd, name, childRel, depth)
@@ -530,27 +639,86 @@ func (k *walker) dir(t walkTask) {
 	}
 }
 
-// record keeps what the walk read of the directory fd (rel, with stat st,
-// taken before ents were read), where an unchanged change time will say
-// that nothing changed in it.
-func (w *gitWalk) record(fd int, rel string, st *unix.Stat_t, ents []dirent) {
-	if !time.Unix(st.Ctim.Unix()).Before(w.before) {
-		return // changed too recently: a change within the same tick would not show
+// entries returns the entries of the directory fd (rel) the walk looks
+// at: an earlier walk's record's, where the index or the change time says
+// they did not change (vouched: the index said so), else read now — and
+// recorded, when the walk records, as they were when the walk's stat (and
+// watch) came before the read.
+func (k *walker) entries(fd int, rel string) (ents []dirent, vouched bool, err error) {
+	w := k.w
+	var st unix.Stat_t
+	if (w.prev == nil && w.sc.read == nil) || unix.Fstat(fd, &st) != nil {
+		w.partial.Store(true)
+		return k.list(fd)
 	}
+	r := w.prev[rel]
+	if r != nil && r.is(&st) && w.idx.unchanged(r) {
+		k.keep(rel, r)
+		return r.ents, true, nil
+	}
+	local := w.isLocal(fd, st.Dev)
+	var wd int32
+	var seq uint64
+	if local && w.idx != nil && w.sc.read != nil {
+		// Watched first, stat again: what the index says from now
+		// on is about what the stat and the read see.
+		if wd, seq, err = w.idx.watch(fd, &st, w.v.topPath); err != nil {
+			w.partial.Store(true)
+			return k.list(fd)
+		}
+	}
+	if wd == 0 {
+		w.partial.Store(true)
+	}
+	if r != nil && r.same(&st) {
+		if wd != 0 {
+			r = &dirRecord{dev: r.dev, ino: r.ino, ctime: r.ctime, ctimeOK: true, ents: r.ents, wd: wd, seq: seq}
+		}
+		k.keep(rel, r)
+		return r.ents, false, nil
+	}
+	if ents, _, err = k.list(fd); err == nil && local && w.sc.read != nil {
+		w.record(rel, &st, ents, wd, seq)
+	}
+	return ents, false, err
+}
+
+// list reads the entries of the directory fd the walk looks at.
+func (k *walker) list(fd int) ([]dirent, bool, error) {
+	ents, err := k.readDir(fd, false)
+	k.w.mu.Lock()
+	k.w.sc.listed++
+	k.w.mu.Unlock()
+	return ents, false, err
+}
+
+// isLocal reports whether the filesystem of the directory fd (on device
+// dev) is local (localFS).
+func (w *gitWalk) isLocal(fd int, dev uint64) bool {
 	w.mu.Lock()
-	local, ok := w.local[st.Dev]
+	local, ok := w.local[dev]
 	w.mu.Unlock()
 	if !ok {
 		var sf unix.Statfs_t
 		local = unix.Fstatfs(fd, &sf) == nil && localFS(&sf)
 		w.mu.Lock()
-		w.local[st.Dev] = local
+		w.local[dev] = local
 		w.mu.Unlock()
 	}
-	if !local {
+	return local
+}
+
+// record keeps what the walk read of a directory (rel, with stat st and
+// watch wd at seq, both taken before ents were read): its change time
+// vouches for it where it lies before the settle time, its watch where it
+// has one.
+func (w *gitWalk) record(rel string, st *unix.Stat_t, ents []dirent, wd int32, seq uint64) {
+	// (Changed too recently, a change within the same tick would not show.)
+	ctimeOK := time.Unix(st.Ctim.Unix()).Before(w.before)
+	if !ctimeOK && wd == 0 {
 		return
 	}
-	r := &dirRecord{dev: st.Dev, ino: st.Ino, ctime: st.Ctim, ents: ents}
+	r := &dirRecord{dev: st.Dev, ino: st.Ino, ctime: st.Ctim, ctimeOK: ctimeOK, ents: ents, wd: wd, seq: seq}
 	w.mu.Lock()
 	w.sc.read[rel] = r
 	w.mu.Unlock()
@@ -559,7 +727,8 @@ func (w *gitWalk) record(fd int, rel string, st *unix.Stat_t, ents []dirent) {
 // unchangedLeaf reports whether the subdirectory name of the directory
 // parent (rel from the root) is one an earlier walk recorded with no entry
 // the walk looks at, unchanged since: there is nothing in it to visit.
-func (w *gitWalk) unchangedLeaf(parent int, name, rel string) bool {
+func (k *walker) unchangedLeaf(parent int, name, rel string) bool {
+	w := k.w
 	r := w.prev[rel]
 	if r == nil || len(r.ents) > 0 || name == ".git" || w.forced[rel] {
 		return false
@@ -568,17 +737,18 @@ func (w *gitWalk) unchangedLeaf(parent int, name, rel string) bool {
 	if unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || !r.same(&st) {
 		return false
 	}
-	w.keep(rel, r)
+	if w.idx == nil || !w.idx.live(r) {
+		w.partial.Store(true)
+	}
+	k.keep(rel, r)
 	return true
 }
 
 // keep records r, an earlier walk's record of rel that still holds, when
 // this walk records.
-func (w *gitWalk) keep(rel string, r *dirRecord) {
-	if w.sc.read != nil {
-		w.mu.Lock()
-		w.sc.read[rel] = r
-		w.mu.Unlock()
+func (k *walker) keep(rel string, r *dirRecord) {
+	if k.w.sc.read != nil {
+		k.kept = append(k.kept, keptRecord{rel, r})
 	}
 }
 
@@ -589,12 +759,55 @@ func (w *gitWalk) keep(rel string, r *dirRecord) {
 // change time), so one cache may serve any number of commands, at once or
 // one after another, and a stale record only costs a read. The zero value
 // is ready to use.
+//
+// Set to watch (SetWatch) before its first use, the cache also watches what
+// its walks record (index): a walk then takes a directory that reported no
+// change from its record without a system call, and one changed a moment
+// ago too. Close releases the watches.
 type Cache struct {
-	mu   sync.Mutex
-	read map[string]map[string]*dirRecord // by audited root
+	mu    sync.Mutex
+	watch bool
+	scans map[string]*gitScan // the last complete walk, by audited root
 	// settle is the settle time of its walks' records (0: recentCTime;
 	// a test's cache sets it, and waits for the clock instead).
 	settle time.Duration
+	idx    *index
+	closed bool
+}
+
+// SetWatch sets whether the cache watches what its walks record; it takes
+// effect at the next walk.
+func (c *Cache) SetWatch(on bool) {
+	c.mu.Lock()
+	c.watch = on
+	c.mu.Unlock()
+}
+
+// index returns the cache's index (nil: none), started at the first call.
+func (c *Cache) index() *index {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.watch {
+		return nil
+	}
+	if c.idx == nil && !c.closed {
+		c.idx = newIndex()
+	}
+	return c.idx
+}
+
+// Close releases the cache's watches; its records stay, vouched for by
+// their change times alone.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	idx := c.idx
+	c.closed = true
+	c.mu.Unlock()
+	idx.close()
+	return nil
 }
 
 // settleTime is the settle time of a walk that records for c: recentCTime
@@ -607,26 +820,26 @@ func (c *Cache) settleTime() time.Duration {
 }
 
 // get returns the records of root, nil with none; never changed after.
-func (c *Cache) get(root string) map[string]*dirRecord {
+func (c *Cache) get(root string) *gitScan {
 	if c == nil {
 		return nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.read[root]
+	return c.scans[root]
 }
 
-// put replaces the records of root.
-func (c *Cache) put(root string, read map[string]*dirRecord) {
-	if c == nil || read == nil {
+// put replaces the last walk of root, sc, a complete walk that recorded.
+func (c *Cache) put(root string, sc *gitScan) {
+	if c == nil || sc.read == nil || sc.err != nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.read == nil {
-		c.read = map[string]map[string]*dirRecord{}
+	if c.scans == nil {
+		c.scans = map[string]*gitScan{}
 	}
-	c.read[root] = read
+	c.scans[root] = sc
 }
 
 // gitDir lists the control entries of the git directory rel (its
@@ -703,6 +916,7 @@ func (w *gitWalk) pointer(rel string, st stamp) {
 // (err), when the command could have written in it (view.couldHaveWritten).
 // Any other failure makes the scan incomplete.
 func (w *gitWalk) unreadable(rel string, err error) {
+	w.partial.Store(true)
 	if !errors.Is(err, fs.ErrPermission) || rel == "." {
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
 			w.incomplete(rel, err)
@@ -726,6 +940,7 @@ func (w *gitWalk) unreadable(rel string, err error) {
 
 // incomplete records the first failure that makes the scan incomplete.
 func (w *gitWalk) incomplete(rel string, err error) {
+	w.partial.Store(true)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.sc.err == nil {

@@ -21,7 +21,9 @@ import (
 // and again at the end (the walk without records, the baseline); uncached is
 // a command without a cache (the CLI's: the end takes what did not change
 // from the start's records); cached is a command of an executor, whose
-// cache holds the previous command's records. Reported: x-listed-twice, the
+// cache holds the previous command's records; watched, one whose cache
+// also watches them (the executor's), and watched-changing the same for a
+// command that adds and removes a file at the top. Reported: x-listed-twice, the
 // time ratio to the baseline.
 func BenchmarkAuditWalk(b *testing.B) {
 	dirs := 20000
@@ -61,10 +63,19 @@ func BenchmarkAuditWalk(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	command := func(b *testing.B, cache *Cache) {
+	command := func(b *testing.B, cache *Cache, change bool) {
 		a, err := Start(p, nil, cache)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if change {
+			f := filepath.Join(ws, "new.txt")
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.Remove(f); err != nil {
+				b.Fatal(err)
+			}
 		}
 		log := facts.NewLog()
 		Finish(a, log, true)
@@ -81,7 +92,7 @@ func BenchmarkAuditWalk(b *testing.B) {
 		defer v.close()
 		for b.Loop() {
 			for range 2 {
-				if _, err := scanGit(v, nil, 0, nil); err != nil {
+				if _, err := scanGit(v, nil, 0, nil, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -95,16 +106,22 @@ func BenchmarkAuditWalk(b *testing.B) {
 	}
 	b.Run("uncached", func(b *testing.B) {
 		for b.Loop() {
-			command(b, nil)
+			command(b, nil, false)
 		}
 		report(b)
 	})
-	b.Run("cached", func(b *testing.B) {
-		cache := &Cache{}
-		command(b, cache)
-		for b.Loop() {
-			command(b, cache)
-		}
-		report(b)
-	})
+	for _, c := range []struct {
+		name          string
+		watch, change bool
+	}{{"cached", false, false}, {"watched", true, false}, {"watched-changing", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			cache := &Cache{watch: c.watch}
+			defer cache.Close()
+			command(b, cache, false)
+			for b.Loop() {
+				command(b, cache, c.change)
+			}
+			report(b)
+		})
+	}
 }
