@@ -4,6 +4,7 @@ package audit
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -145,6 +146,20 @@ func TestScanGitWatched(t *testing.T) {
 	// .git's, whose records are another directory's.
 	assert.Equal(t, 1+1+countDirs(t, filepath.Join(ws, "d07/s/.git"))+2+countDirs(t, filepath.Join(ws, "d08/s/.git")), changed.listed)
 	assert.Same(t, same.read["d10/s"], changed.read["d10/s"], "d10/s is kept")
+
+	// Reached through a parent that changed, a directory whose record
+	// shows another change time (here forged: another directory that
+	// got the number of a live one, on a filesystem that reuses them)
+	// is listed, whatever its watch says.
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "d11/new"), nil, 0o644))
+	forged := *changed.read["d11/s"]
+	forged.ctime.Nsec ^= 1
+	prev := *changed
+	prev.read = maps.Clone(changed.read)
+	prev.read["d11/s"] = &forged
+	relisted := scan(&prev)
+	assert.Equal(t, 2, relisted.listed, "d11 and d11/s")
+	changed = relisted
 
 	// More events than the queue holds: the kernel drops some, and says
 	// so. Nothing recorded before is vouched for.

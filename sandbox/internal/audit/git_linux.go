@@ -159,6 +159,15 @@ func localFS(sf *unix.Statfs_t) bool {
 	return false
 }
 
+// watchableFS reports whether every change of a directory of the local
+// filesystem of sf (localFS) is made through its own inodes, so that a
+// watch sees it: not overlayfs, whose layers' directories can be changed
+// beside it, which its inodes' watches do not see (their change times,
+// the upper layer's, do show).
+func watchableFS(sf *unix.Statfs_t) bool {
+	return localFS(sf) && sf.Type != unix.OVERLAYFS_SUPER_MAGIC
+}
+
 // scanGit walks the whole view v, taking the directories of forced for git
 // directories whatever they hold (those found at the start). With a
 // positive settle (and a root read as it is, not a transaction's layers),
@@ -175,7 +184,7 @@ func scanGit(v *view, forced map[string]bool, settle time.Duration, prev *gitSca
 	w := &gitWalk{
 		v: v, forced: forced, workers: walkWorkers(),
 		sc:     &gitScan{dirs: map[string]bool{}, pointers: map[string]string{}},
-		listed: map[gitEntryKey]bool{}, local: map[uint64]bool{},
+		listed: map[gitEntryKey]bool{}, local: map[uint64]fsKind{},
 	}
 	var seq uint64
 	if v.lower == nil {
@@ -287,8 +296,8 @@ type gitWalk struct {
 	mu      sync.Mutex // guards sc, listed, pending and local
 	sc      *gitScan
 	listed  map[gitEntryKey]bool
-	pending []string        // directories pointers name
-	local   map[uint64]bool // localFS, by device
+	pending []string          // directories pointers name
+	local   map[uint64]fsKind // by device
 
 	qmu    sync.Mutex // guards stack, active
 	more   *sync.Cond // the stack grew, or the walk is over
@@ -652,14 +661,17 @@ func (k *walker) entries(fd int, rel string) (ents []dirent, vouched bool, err e
 		return k.list(fd)
 	}
 	r := w.prev[rel]
-	if r != nil && r.is(&st) && w.idx.unchanged(r) {
+	// (The same change time too: another directory can come to have
+	// the number of one recorded, on a filesystem that reuses them
+	// while the first is alive.)
+	if r != nil && r.is(&st) && st.Ctim == r.ctime && w.idx.unchanged(r) {
 		k.keep(rel, r)
 		return r.ents, true, nil
 	}
-	local := w.isLocal(fd, st.Dev)
+	local, watchable := w.fsOf(fd, st.Dev)
 	var wd int32
 	var seq uint64
-	if local && w.idx != nil && w.sc.read != nil {
+	if watchable && w.idx != nil && w.sc.read != nil {
 		// Watched first, stat again: what the index says from now
 		// on is about what the stat and the read see.
 		if wd, seq, err = w.idx.watch(fd, &st, w.v.topPath); err != nil {
@@ -692,20 +704,26 @@ func (k *walker) list(fd int) ([]dirent, bool, error) {
 	return ents, false, err
 }
 
-// isLocal reports whether the filesystem of the directory fd (on device
-// dev) is local (localFS).
-func (w *gitWalk) isLocal(fd int, dev uint64) bool {
+// fsKind is what a filesystem's directories can be vouched for by: their
+// change times (local), and watches too (watchable).
+type fsKind struct{ local, watchable bool }
+
+// fsOf returns the kind of the filesystem of the directory fd (on device
+// dev): localFS, watchableFS.
+func (w *gitWalk) fsOf(fd int, dev uint64) (local, watchable bool) {
 	w.mu.Lock()
-	local, ok := w.local[dev]
+	k, ok := w.local[dev]
 	w.mu.Unlock()
 	if !ok {
 		var sf unix.Statfs_t
-		local = unix.Fstatfs(fd, &sf) == nil && localFS(&sf)
+		if unix.Fstatfs(fd, &sf) == nil {
+			k = fsKind{localFS(&sf), watchableFS(&sf)}
+		}
 		w.mu.Lock()
-		w.local[dev] = local
+		w.local[dev] = k
 		w.mu.Unlock()
 	}
-	return local
+	return k.local, k.watchable
 }
 
 // record keeps what the walk read of a directory (rel, with stat st and

@@ -24,9 +24,12 @@ import (
 // process of a command is gone and the queue is read to its end (drain), a
 // directory that shows no event since its record is unchanged. Where the
 // queue overflowed the events lost could be any: no record taken before
-// the overflow is vouched for. A record is only taken for a directory on a
-// local filesystem (localFS), where every change passes through this
-// kernel.
+// the overflow is vouched for. A directory is only watched on a local
+// filesystem whose every change passes through its own inodes
+// (watchableFS: not overlayfs, whose layers can be changed beside it). A
+// directory reached by a descriptor is vouched for only with its recorded
+// identity and change time too: a filesystem that reuses inode numbers
+// while the first is alive cannot pass another directory off as it.
 //
 // A mount shows no event in the directory it covers, so the index also
 // watches this process's mount table (poll on /proc/self/mountinfo): a
