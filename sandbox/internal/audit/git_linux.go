@@ -139,12 +139,16 @@ const recentCTime = 2 * time.Second
 // same reports whether st shows the directory r recorded, unchanged by its
 // change time.
 func (r *dirRecord) same(st *unix.Stat_t) bool {
-	return r.ctimeOK && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Dev == r.dev && st.Ino == r.ino && st.Ctim == r.ctime
+	return r.ctimeOK && r.is(st)
 }
 
-// is reports whether st is the directory r recorded (changed or not).
+// is reports whether st is the directory r recorded, with the change time
+// recorded: its identity (the same change time too, since another
+// directory can come to have the number of one recorded, on a filesystem
+// that reuses them while the first is alive). Whether that time vouches for
+// the directory is same's question.
 func (r *dirRecord) is(st *unix.Stat_t) bool {
-	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Dev == r.dev && st.Ino == r.ino
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Dev == r.dev && st.Ino == r.ino && st.Ctim == r.ctime
 }
 
 // localFS reports whether the filesystem of fstatfs result sf sets a
@@ -661,10 +665,7 @@ func (k *walker) entries(fd int, rel string) (ents []dirent, vouched bool, err e
 		return k.list(fd)
 	}
 	r := w.prev[rel]
-	// (The same change time too: another directory can come to have
-	// the number of one recorded, on a filesystem that reuses them
-	// while the first is alive.)
-	if r != nil && r.is(&st) && st.Ctim == r.ctime && w.idx.unchanged(r) {
+	if r != nil && r.is(&st) && w.idx.unchanged(r) {
 		k.keep(rel, r)
 		return r.ents, true, nil
 	}
