@@ -575,6 +575,16 @@ func (c *Cmd) monitor() {
 				c.closeExited() // the status stands, whatever teardown remains
 				break
 			}
+			if m.Kind == runner.MsgEnded && c.group != nil {
+				// The keeper walks the tree to kill what is left, which
+				// a bomb out of the command's group and session can
+				// outrun for seconds; the cgroup ends it at once, the
+				// runner's processes with it: the status is here.
+				c.exit = &m
+				c.closeExited()
+				c.group.Kill()
+				break
+			}
 			if m.Kind == runner.MsgFail {
 				c.lost = &SetupError{Detail: m.Detail}
 			}

@@ -73,7 +73,11 @@ const (
 	MsgReady     = "ready"    // the command started
 	MsgFail      = "fail"     // the sandbox could not be set up; nothing ran
 	MsgExecFail  = "execfail" // the sandbox was set up but the command's execve failed
-	MsgExit      = "exit"     // the command ended
+	MsgExit      = "exit"     // the command ended, and every process of it is gone
+	// MsgEnded: the command's main process ended (its status), and the
+	// inner keeper now kills what is left by walking the tree (no pid
+	// namespace); MsgExit follows with the same status.
+	MsgEnded = "ended"
 )
 
 // EnvWithout is env without the variable name.

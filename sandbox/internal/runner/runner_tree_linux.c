@@ -320,6 +320,16 @@ out:
 	killed_cap = killed_n = 0;
 }
 
+// send_status sends the command's wait status as a message of kind kind.
+static void send_status(const char *kind, int status) {
+	char msg[128];
+	if (WIFSIGNALED(status))
+		snprintf(msg, sizeof msg, "{\"kind\":\"%s\",\"exit_code\":%d,\"signal\":%d}", kind, 128 + WTERMSIG(status), WTERMSIG(status));
+	else
+		snprintf(msg, sizeof msg, "{\"kind\":\"%s\",\"exit_code\":%d}", kind, WEXITSTATUS(status));
+	dshr_send_msg(msg);
+}
+
 static int terminating(unsigned sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT; }
 
 // dshr_supervise is the runner's init loop: forward signals to the command's
@@ -379,14 +389,13 @@ void dshr_supervise(int sfd) {
 		}
 	}
 done:
+	// Without a pid namespace the tree is killed by walking it, which a
+	// bomb that left the command's group can make slow: the supervisor
+	// learns the status first, and with a cgroup kills the rest at once.
+	if (!dshr_pid1) send_status("ended", status);
 	dshr_kill_tree();
-report:;
-	char msg[128];
-	if (WIFSIGNALED(status))
-		snprintf(msg, sizeof msg, "{\"kind\":\"exit\",\"exit_code\":%d,\"signal\":%d}", 128 + WTERMSIG(status), WTERMSIG(status));
-	else
-		snprintf(msg, sizeof msg, "{\"kind\":\"exit\",\"exit_code\":%d}", WEXITSTATUS(status));
-	dshr_send_msg(msg);
+report:
+	send_status("exit", status);
 	_exit(0);
 }
 
