@@ -196,8 +196,93 @@ func TestScanGitWatched(t *testing.T) {
 	// A budget of 5 watches: the rest is neither watched nor recorded.
 	small := newIndex()
 	defer small.close()
-	small.max = 5
+	small.budget, small.max = 5, 5
 	sc, err := scanGit(v, nil, time.Hour, nil, small)
 	require.NoError(t, err)
 	assert.Len(t, sc.read, 5)
+	// At the budget, a directory watched that changed keeps its watch
+	// (added again: no more of the budget) and its record.
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "new"), nil, 0o644))
+	sc, err = scanGit(v, nil, time.Hour, sc, small)
+	require.NoError(t, err)
+	if assert.NotNil(t, sc.read["."], "the top, changed, is recorded again") {
+		assert.NotZero(t, sc.read["."].wd, "with its watch")
+	}
+	assert.Len(t, small.watches, 5)
+}
+
+// TestWatchPrune: the watches of directories a root's walk no longer finds
+// (here moved out of the root) are removed when the walk is kept, so that
+// their changes no longer mark the root changed: the walk after takes the
+// one before it whole again. A budget the kernel cut (ENOSPC) is tried
+// again after retryWatches.
+func TestWatchPrune(t *testing.T) {
+	ws, out := tempDir(t), tempDir(t)
+	for i := range 10 {
+		mkdirs(t, ws, fmt.Sprintf("d%02d/s", i))
+	}
+	gitDir(t, ws, ".git", safeConfig)
+	v, err := openView(ws, "")
+	require.NoError(t, err)
+	defer v.close()
+	c := &Cache{settle: time.Hour}
+	c.SetWatch(true)
+	defer c.Close()
+	walk := func() *gitScan {
+		t.Helper()
+		sc, err := scanGit(v, nil, c.settleTime(), c.get(ws), c.index())
+		require.NoError(t, err)
+		c.put(ws, sc)
+		return sc
+	}
+	first := walk()
+	require.True(t, first.whole)
+	require.True(t, walk().reused, "nothing changed: taken whole")
+	dirs := countDirs(t, ws)
+	require.Len(t, c.idx.watches, dirs)
+
+	require.NoError(t, os.Rename(filepath.Join(ws, "d03"), filepath.Join(out, "d03")))
+	assert.False(t, walk().reused, "the top changed")
+	assert.Len(t, c.idx.watches, dirs-2, "d03 and d03/s are no longer watched")
+	assert.False(t, walk().reused, "(once more after a prune)")
+	require.NoError(t, os.WriteFile(filepath.Join(out, "d03/s/f"), nil, 0o644))
+	require.NoError(t, os.Chmod(filepath.Join(out, "d03"), 0o700))
+	assert.True(t, walk().reused, "what changed out of the root leaves it unchanged")
+
+	// The kernel refused a watch: no more than the index held then,
+	// until retryWatches has passed.
+	x := c.idx
+	x.mu.Lock()
+	x.max, x.retry = len(x.watches), time.Now().Add(time.Hour)
+	x.mu.Unlock()
+	mkdirs(t, ws, "d10")
+	sc := walk()
+	assert.Nil(t, sc.read["d10"], "beyond the cut budget: not recorded")
+	x.mu.Lock()
+	x.retry = time.Now().Add(-time.Second)
+	x.mu.Unlock()
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "d10/f"), nil, 0o644))
+	sc = walk()
+	if assert.NotNil(t, sc.read["d10"], "the budget back: recorded") {
+		assert.NotZero(t, sc.read["d10"].wd)
+	}
+
+	// Another walk of the root, kept while this one ran, did not find
+	// d05/s: its watch goes, and a repository made there since shows no
+	// event. This walk is not taken whole after that.
+	running := sc
+	for i := 0; !running.whole || !running.reused; i++ {
+		require.Less(t, i, 3, "a walk taken whole")
+		running = walk()
+	}
+	other := *running
+	other.read = maps.Clone(running.read)
+	delete(other.read, "d05/s")
+	other.reused = false
+	c.put(ws, &other)
+	gitDir(t, ws, "d05/s/.git", fsmonitor)
+	sc, err = scanGit(v, nil, c.settleTime(), running, c.index())
+	require.NoError(t, err)
+	assert.False(t, sc.reused)
+	assert.True(t, sc.dirs["d05/s/.git"], "the repository is found")
 }

@@ -101,6 +101,10 @@ type gitScan struct {
 	whole       bool
 	seq         uint64
 	looks, ptrs []string
+	// watched is the root's name in the index the walk used ("": none),
+	// reused says the walk took prev's findings whole (reuse).
+	watched string
+	reused  bool
 }
 
 // dirRecord is what a walk read of one directory: its identity and change
@@ -200,6 +204,7 @@ func scanGit(v *view, forced map[string]bool, settle time.Duration, prev *gitSca
 			// event since its record is unchanged.
 			seq = idx.drain()
 			w.idx = idx
+			w.sc.watched = v.topPath
 		}
 		if settle > 0 {
 			w.sc.read = make(map[string]*dirRecord, len(w.prev))
@@ -252,6 +257,7 @@ func (w *gitWalk) reuse(top int, prev *gitScan) bool {
 	}
 	// (Shared with prev, never changed: an append would copy.)
 	w.sc.read, w.sc.looks, w.sc.ptrs = prev.read, slices.Clip(prev.looks), slices.Clip(prev.ptrs)
+	w.sc.reused = true
 	k := w.walker()
 	for _, rel := range prev.looks {
 		k.gitDir(-1, rel, openDepth)
@@ -848,17 +854,22 @@ func (c *Cache) get(root string) *gitScan {
 	return c.scans[root]
 }
 
-// put replaces the last walk of root, sc, a complete walk that recorded.
+// put replaces the last walk of root, sc, a complete walk that recorded,
+// and drops the watches of what it no longer found.
 func (c *Cache) put(root string, sc *gitScan) {
 	if c == nil || sc.read == nil || sc.err != nil {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.scans == nil {
 		c.scans = map[string]*gitScan{}
 	}
 	c.scans[root] = sc
+	idx := c.idx
+	c.mu.Unlock()
+	if idx != nil && sc.watched != "" && !sc.reused {
+		idx.prune(sc.watched, sc)
+	}
 }
 
 // gitDir lists the control entries of the git directory rel (its

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,8 +39,11 @@ import (
 //
 // Watches cost the user's inotify budget, which the user's editors and
 // build tools share: an index takes at most a quarter of it
-// (fs.inotify.max_user_watches), and no more once the kernel refuses one;
-// the directories beyond are recorded by their change time alone.
+// (fs.inotify.max_user_watches), and once the kernel refuses one, no more
+// than it holds then for a while (retryWatches); the directories beyond
+// are recorded by their change time alone. A directory a root's walk no
+// longer finds (removed, moved out, or beyond a path now left out) loses
+// its watch when the walk is kept (prune).
 type index struct {
 	mu      sync.RWMutex
 	fd      int
@@ -47,25 +51,39 @@ type index struct {
 	seq     uint64 // events read so far: the order of events and records
 	lost    uint64 // seq at the last overflow: records before it vouch for nothing
 	watches map[int32]*dirWatch
+	byID    map[dirID]int32 // the watch of each directory watched
 	// rootLast is the seq of the last event of a directory of each
-	// audited root, anyLast of one whose root is not known (not yet
-	// watched by a walk, moved since, or in two roots): see rootClean.
+	// audited root, anyLast of one whose root is not known (an unknown
+	// watch, a directory moved since, or in two roots): see rootClean.
 	rootLast map[string]uint64
 	anyLast  uint64
-	max      int  // watches it may hold
-	broken   bool // closed, or a read failed: vouches for nothing
-	buf      []byte
+	// perRoot counts the watches of each root's directories (not
+	// shared): more than a walk's records use says prune has work.
+	perRoot map[string]int
+	budget  int       // watches it may hold
+	max     int       // watches it may hold now: less than budget after an ENOSPC
+	retry   time.Time // when max is budget again
+	broken  bool      // closed, or a read failed: vouches for nothing
+	buf     []byte
 }
+
+// dirID is a directory's identity.
+type dirID struct{ dev, ino uint64 }
 
 // dirWatch is one directory's watch: the directory's identity, the seq of
 // its last event, and the audited root a walk found it in (shared: more
 // than one; moved: moved since).
 type dirWatch struct {
-	dev, ino      uint64
+	id            dirID
 	last          uint64
 	root          string
 	shared, moved bool
 }
+
+// retryWatches is how long an index that the kernel refused a watch
+// (ENOSPC: the user's budget spent, by it or by other programs) holds no
+// more watches than it had then.
+const retryWatches = time.Minute
 
 // watchMask is what changes a directory's entries, mode or identity (with
 // IN_ATTRIB, an entry's attributes too: a harmless excess).
@@ -89,7 +107,8 @@ func newIndex() *index {
 			budget = n
 		}
 	}
-	return &index{fd: fd, mounts: mounts, watches: map[int32]*dirWatch{}, rootLast: map[string]uint64{}, max: budget / 4, buf: make([]byte, 64<<10)}
+	return &index{fd: fd, mounts: mounts, watches: map[int32]*dirWatch{}, byID: map[dirID]int32{},
+		rootLast: map[string]uint64{}, perRoot: map[string]int{}, budget: budget / 4, max: budget / 4, buf: make([]byte, 64<<10)}
 }
 
 // close removes every watch.
@@ -103,7 +122,7 @@ func (x *index) close() {
 		unix.Close(x.fd)
 		unix.Close(x.mounts)
 	}
-	x.fd, x.mounts, x.broken, x.watches = -1, -1, true, nil
+	x.fd, x.mounts, x.broken, x.watches, x.byID = -1, -1, true, nil, nil
 }
 
 // watch watches the directory dirfd, found in the audited root root, and
@@ -113,40 +132,121 @@ func (x *index) close() {
 func (x *index) watch(dirfd int, st *unix.Stat_t, root string) (wd int32, seq uint64, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.broken || len(x.watches) >= x.max {
+	if x.broken || !x.room(dirfd, st) {
 		return 0, 0, unix.Fstat(dirfd, st)
 	}
 	w, err := unix.InotifyAddWatch(x.fd, "/proc/self/fd/"+strconv.Itoa(dirfd), watchMask)
 	switch {
 	case err == unix.ENOSPC:
-		x.max = len(x.watches)
+		x.max, x.retry = len(x.watches), time.Now().Add(retryWatches)
 	case err != nil:
 		// (No /proc: no watch will ever be set.)
 		x.broken = true
 	}
-	if err := unix.Fstat(dirfd, st); err != nil || w <= 0 {
-		return 0, 0, err
+	if w <= 0 {
+		return 0, 0, unix.Fstat(dirfd, st)
 	}
 	wd = int32(w)
 	d := x.watches[wd]
-	switch {
-	case d == nil:
-		d = &dirWatch{dev: st.Dev, ino: st.Ino}
-		x.watches[wd] = d
-	case d.dev == 0 && d.ino == 0:
-		d.dev, d.ino = st.Dev, st.Ino // its events were read before this
-	case d.dev != st.Dev || d.ino != st.Ino:
+	if err := unix.Fstat(dirfd, st); err != nil || d == nil && len(x.watches) >= x.max {
+		// (At the budget, room let it try as a directory watched,
+		// whose number another has since: a watch of its own is
+		// more than the budget.)
+		if d == nil {
+			unix.InotifyRmWatch(x.fd, uint32(w))
+		}
+		return 0, 0, err
+	}
+	id := dirID{st.Dev, st.Ino}
+	if d != nil && d.id != id {
 		// A number the kernel gave again: what was read for it is the
 		// old directory's.
-		d = &dirWatch{dev: st.Dev, ino: st.Ino, last: x.seq}
-		x.watches[wd] = d
+		x.forget(wd)
+		d = nil
 	}
-	if d.root != "" && d.root != root {
+	if d == nil {
+		d = &dirWatch{id: id, last: x.seq}
+		x.watches[wd], x.byID[id] = d, wd
+	} else if d.root != root && !d.shared {
+		x.perRoot[d.root]--
 		d.shared = true
 	}
+	if d.root == "" && !d.shared {
+		x.perRoot[root]++
+	}
+	if !d.shared {
+		d.root = root
+	}
 	// (Moved, it is found again where it is now.)
-	d.root, d.moved = root, false
+	d.moved = false
 	return wd, x.seq, nil
+}
+
+// room reports whether the index may watch the directory dirfd: under the
+// budget, or at it (st then its stat) when the directory is watched already
+// (its watch is added again, at no cost).
+func (x *index) room(dirfd int, st *unix.Stat_t) bool {
+	if len(x.watches) >= x.max && x.max < x.budget && time.Now().After(x.retry) {
+		x.max = x.budget
+	}
+	if len(x.watches) < x.max {
+		return true
+	}
+	return unix.Fstat(dirfd, st) == nil && x.byID[dirID{st.Dev, st.Ino}] != 0
+}
+
+// forget drops the watch wd from the index's books (the kernel removed it,
+// or is told to).
+func (x *index) forget(wd int32) {
+	d := x.watches[wd]
+	if d == nil {
+		return
+	}
+	delete(x.watches, wd)
+	if x.byID[d.id] == wd {
+		delete(x.byID, d.id)
+	}
+	if d.root != "" && !d.shared {
+		x.perRoot[d.root]--
+	}
+}
+
+// prune removes the watches of root's directories that the walk sc, the
+// one kept for root, has no record with: what its walks no longer find. A
+// record of another walk of root (one running at the same time) may use
+// one: the change it could then miss is marked as root's, so no walk of
+// root that began before is taken whole again, and its records with a
+// watch removed vouch for nothing (unchanged).
+func (x *index) prune(root string, sc *gitScan) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	used := 0
+	for _, r := range sc.read {
+		if r.wd != 0 {
+			used++
+		}
+	}
+	if x.broken || x.fd < 0 || x.perRoot[root] <= used {
+		return
+	}
+	keep := make(map[int32]bool, used)
+	for _, r := range sc.read {
+		if d := x.watches[r.wd]; d != nil && d.id == (dirID{r.dev, r.ino}) {
+			keep[r.wd] = true
+		}
+	}
+	removed := false
+	for wd, d := range x.watches {
+		if d.root == root && !d.shared && !keep[wd] {
+			unix.InotifyRmWatch(x.fd, uint32(wd))
+			x.forget(wd)
+			removed = true
+		}
+	}
+	if removed {
+		x.seq++
+		x.rootLast[root] = x.seq
+	}
 }
 
 // drain reads every event queued and returns the seq of the last.
@@ -192,21 +292,25 @@ func (x *index) drain() uint64 {
 				continue
 			}
 			d := x.watches[wd]
-			if d == nil {
-				d = &dirWatch{}
-				x.watches[wd] = d
-			}
-			d.last = x.seq
-			if d.root == "" || d.shared || d.moved {
+			switch {
+			case d == nil:
+				// A watch removed (prune; IN_IGNORED follows), or
+				// one never kept (its directory failed its stat).
+				if mask&unix.IN_IGNORED == 0 {
+					x.anyLast = x.seq
+				}
+				continue
+			case d.root == "" || d.shared || d.moved:
 				x.anyLast = x.seq
-			} else {
+			default:
 				x.rootLast[d.root] = x.seq
 			}
+			d.last = x.seq
 			if mask&unix.IN_MOVE_SELF != 0 {
 				d.moved = true
 			}
 			if mask&unix.IN_IGNORED != 0 {
-				delete(x.watches, wd)
+				x.forget(wd)
 			}
 		}
 	}
@@ -228,7 +332,7 @@ func (x *index) live(r *dirRecord) bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	d := x.watches[r.wd]
-	return !x.broken && r.wd != 0 && d != nil && d.dev == r.dev && d.ino == r.ino
+	return !x.broken && r.wd != 0 && d != nil && d.id == dirID{r.dev, r.ino}
 }
 
 // unchanged reports whether the directory r recorded showed no event since
@@ -243,5 +347,5 @@ func (x *index) unchanged(r *dirRecord) bool {
 		return false
 	}
 	d := x.watches[r.wd]
-	return d != nil && d.dev == r.dev && d.ino == r.ino && d.last <= r.seq
+	return d != nil && d.id == dirID{r.dev, r.ino} && d.last <= r.seq
 }
