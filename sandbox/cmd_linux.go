@@ -580,9 +580,11 @@ func (c *Cmd) monitor() {
 				// a bomb out of the command's group and session can
 				// outrun for seconds; the cgroup ends it at once, the
 				// runner's processes with it: the status is here.
+				// (Not waited for here: Finish does, once the
+				// runner's processes are reaped.)
 				c.exit = &m
 				c.closeExited()
-				c.group.Kill()
+				c.group.KillNow()
 				break
 			}
 			if m.Kind == runner.MsgFail {

@@ -202,12 +202,23 @@ func (g *Group) allPids() ([]int, error) {
 // included, until none is left (at most 2 s); the group stays for Finish.
 func (g *Group) Kill() error { return g.kill() }
 
+// KillNow SIGKILLs every process in the group once and does not wait for
+// them to go (Finish does): for a caller that must not wait on processes
+// that may only exit once it reaped some.
+func (g *Group) KillNow() { g.killFor(0) }
+
 // kill SIGKILLs every process left in the group until none is: cgroup.kill
 // on v2 (Linux 5.14), else frozen, killed and thawed, in rounds.
-func (g *Group) kill() error {
-	deadline := time.Now().Add(killWait)
+func (g *Group) kill() error { return g.killFor(killWait) }
+
+// killFor is kill, waiting at most d (0: one round, no wait).
+func (g *Group) killFor(d time.Duration) error {
+	deadline := time.Now().Add(d)
 	if g.v2 {
 		if err := os.WriteFile(filepath.Join(g.dir, "cgroup.kill"), []byte("1"), 0); err == nil {
+			if d == 0 {
+				return nil
+			}
 			for time.Now().Before(deadline) {
 				if pids, err := g.allPids(); err != nil || len(pids) == 0 {
 					return nil
@@ -220,7 +231,7 @@ func (g *Group) kill() error {
 	// v1: the freezer state is written, never waited for (a dying task
 	// does not freeze); once frozen, nothing forks and a round finds all.
 	freezer := filepath.Join(g.paths["freezer"], "freezer.state")
-	for time.Now().Before(deadline) {
+	for round := 0; round == 0 || time.Now().Before(deadline); round++ {
 		pids, err := g.allPids()
 		if err != nil {
 			return fmt.Errorf("cgroup pids: %w", err)
@@ -235,6 +246,9 @@ func (g *Group) kill() error {
 		if frozen {
 			// Killed tasks die once thawed.
 			os.WriteFile(freezer, []byte(cgroups.Thawed), 0)
+		}
+		if d == 0 {
+			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
