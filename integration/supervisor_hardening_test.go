@@ -649,6 +649,43 @@ func TestStoppedHelpersNeverStall(t *testing.T) {
 	})
 }
 
+// TestRunnerOwnProcessGroup: the runner's relay and keeper lead a process
+// group of their own, never the caller's. Without a pid namespace the
+// command can stop them (danger-full-access), and the kernel sends SIGHUP
+// and SIGCONT to a group holding a stopped process once it is orphaned: a
+// keeper whose relay died first exits with a parent outside the group
+// (init), which in the caller's group — already orphaned where the
+// caller's parent is init, as in a container or the VM guest — ended the
+// caller (the 6.1 guest's test binary, exit 129).
+func TestRunnerOwnProcessGroup(t *testing.T) {
+	t.Parallel()
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		stat := func(v string) string {
+			return `$(sed 's/.*) . \([0-9]*\) \([0-9]*\) .*/\1 \2/' /proc/` + v + `/stat)`
+		}
+		// The keeper is the command's parent, the relay the keeper's; each
+		// line: ppid pgrp.
+		script := `K=$PPID; set -- ` + stat("$K") + `; R=$1; echo "keeper $K $1 $2"; set -- ` + stat("$R") + `; echo "relay $R $1 $2"`
+		spec := harnessproto.Spec{Config: id.execConfig(t, "danger-full-access"), Action: "run", Request: harnessproto.Request{Command: script}}
+		out := id.startHarness(t, spec).wait(t, 30*time.Second)
+		r := requireResult(t, out.Outcome)
+		var keeper, keeperParent, keeperGroup, relay, relayParent, relayGroup int
+		if _, err := fmt.Sscanf(r.Stdout.Text, "keeper %d %d %d\nrelay %d %d %d\n", &keeper, &keeperParent, &keeperGroup, &relay, &relayParent, &relayGroup); err != nil {
+			t.Fatalf("stdout %q (stderr %q): %v", r.Stdout.Text, r.Stderr.Text, err)
+		}
+		if keeperParent != relay {
+			t.Fatalf("the keeper's parent is %d, the relay is %d: stdout %q", keeperParent, relay, r.Stdout.Text)
+		}
+		if relayGroup != relay || keeperGroup != relay {
+			t.Errorf("relay %d in group %d, keeper in group %d: want both in the relay's own group", relay, relayGroup, keeperGroup)
+		}
+		// The harness's group is the test's: the caller's group.
+		if g := syscall.Getpgrp(); relayGroup == g || keeperGroup == g {
+			t.Errorf("the runner's processes are in the caller's process group %d", g)
+		}
+	})
+}
+
 // TestStoppedHelpersCLI: the reported case — dsh-sandbox-run whose command
 // stops its keeper — ends when the command ends, and on SIGTERM within the
 // CLI's kill grace, leaving nothing behind, in every mode, with and without

@@ -628,17 +628,27 @@ func (c *Cmd) monitor() {
 		// the filter, whose notified calls fail once the listener closes.
 		runner.KillSession(c.cmdPid)
 	}
+	// notifyWait bounds the wait for the filter's last user to go.
+	notifyWait := runner.LostWait
 	if c.group != nil {
 		// What is left in the group (a setsid'd process without a pid
 		// namespace, the helpers both killed from outside) dies here.
-		u, hits, _ := c.group.Finish()
+		u, hits, err := c.group.Finish()
 		c.usage = &u
 		for _, h := range hits {
 			c.facts.AddN(limitFact(h), h.Count)
 		}
+		if err == nil {
+			// The group is removed, so no process of the command is
+			// alive: none can make a call any more. The filter's
+			// listener ends only once the last of them is reaped, and
+			// without a pid namespace their reaper may be this process
+			// (a CLI is a child subreaper), which reaps after Wait.
+			notifyWait = 0
+		}
 	}
 	if c.notifier != nil {
-		c.notifier.Finish(runner.LostWait)
+		c.notifier.Finish(notifyWait)
 	}
 	if c.egress != nil {
 		c.egress.close()
@@ -850,8 +860,15 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.Fi
 		Stderr:     writerOf(c.Stderr),
 		ExtraFiles: c.runnerFiles(child),
 	}
+	// The runner leads a process group of its own, never the caller's:
+	// without a pid namespace the command can stop its relay or keeper,
+	// and a group holding a stopped process is sent SIGHUP and SIGCONT by
+	// the kernel when it becomes orphaned (a keeper whose relay died first
+	// exits with init, or another reaper outside the group, as its parent)
+	// — which would end a caller in that group.
+	proc.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if cgroupDir != nil {
-		proc.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgroupDir.Fd())}
+		proc.SysProcAttr.UseCgroupFD, proc.SysProcAttr.CgroupFD = true, int(cgroupDir.Fd())
 	}
 	if err := proc.Start(); err != nil {
 		ctrl.Close()
