@@ -88,6 +88,39 @@ while :; do sleep 0.05; done`),
 	})
 }
 
+// TestSIGWINCHForwarded: a terminal's resize sent to dsh-sandbox-run
+// reaches the command (the runner is not in the terminal's foreground
+// process group), and does not end it.
+func TestSIGWINCHForwarded(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		for _, mode := range allModes {
+			t.Run(mode, func(t *testing.T) {
+				ws := id.workspace(t)
+				s := id.start(t, runOpts{
+					Flags: sandboxFlags(mode, ws),
+					Argv: bash(`trap 'echo resized; exit 0' WINCH
+echo ready
+for i in $(seq $TRIES); do sleep 0.05; done
+echo never; exit 3`),
+					Env: []string{"TRIES=" + tries(400)},
+					Dir: ws,
+				})
+				if err := waitOutput(s, "ready", 10*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.cmd.Process.Signal(syscall.SIGWINCH); err != nil {
+					t.Fatal(err)
+				}
+				r := s.wait(t, 30*time.Second)
+				if !strings.Contains(r.Stdout, "resized") {
+					t.Errorf("the command's WINCH trap did not run (stdout %q, stderr %q)", r.Stdout, r.Stderr)
+				}
+				requireExit(t, r, 0)
+			})
+		}
+	})
+}
+
 // TestSIGKILLOfRunnerNoSurvivor: SIGKILL of dsh-sandbox-run kills the command
 // and its daemons.
 func TestSIGKILLOfRunnerNoSurvivor(t *testing.T) {

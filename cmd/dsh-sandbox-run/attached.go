@@ -12,8 +12,9 @@ import (
 // attached is the one command this process runs, for both of its faces
 // (dsh-sandbox-run and landlock-run): readied before the command starts,
 // so that nothing leaked to this process reaches it and what it leaves
-// behind comes back to us (sandbox.Attach); termination signals and the
-// timeout reach it (stopper); after it, every child left is killed.
+// behind comes back to us (sandbox.Attach); termination signals, a
+// terminal's resize and the timeout reach it (stopper); after it, every
+// child left is killed.
 type attached struct {
 	reap     func()
 	sigs     chan os.Signal
@@ -30,7 +31,9 @@ func attach() (*attached, error) {
 		return nil, err
 	}
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	// SIGWINCH too: the runner leads a process group of its own, so a
+	// terminal's resize reaches the command only through us.
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
 	return &attached{reap: reap, sigs: sigs}, nil
 }
 

@@ -208,7 +208,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 }
 
 // stopper passes termination signals to the command (so its TERM traps
-// run), sends it SIGTERM when the timeout (if any) expires, and kills the
+// run) and a terminal's resize (SIGWINCH), sends it SIGTERM when the timeout (if any) expires, and kills the
 // whole tree if it has not ended killGrace after the first of these. It
 // returns when done closes, reporting whether the timeout fired.
 func stopper(cmd *sandbox.Cmd, sigs <-chan os.Signal, timeout time.Duration, done <-chan struct{}) (timedOut bool) {
@@ -229,6 +229,10 @@ func stopper(cmd *sandbox.Cmd, sigs <-chan os.Signal, timeout time.Duration, don
 		case <-done:
 			return timedOut
 		case s := <-sigs:
+			if s == syscall.SIGWINCH {
+				cmd.Signal(s) // a resize: passed on, nothing to end
+				continue
+			}
 			term(s)
 		case <-expired:
 			expired, timedOut = nil, true
