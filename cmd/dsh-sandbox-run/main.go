@@ -207,10 +207,11 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	return res.ExitCode
 }
 
-// stopper passes termination signals to the command (so its TERM traps
-// run) and a terminal's resize (SIGWINCH), sends it SIGTERM when the timeout (if any) expires, and kills the
-// whole tree if it has not ended killGrace after the first of these. It
-// returns when done closes, reporting whether the timeout fired.
+// stopper passes termination signals (so the command's TERM traps run)
+// and a terminal's resize (SIGWINCH) to the command, sends it SIGTERM when
+// the timeout (if any) expires, and kills the whole tree if it has not
+// ended killGrace after the first termination. It returns when done
+// closes, reporting whether the timeout fired.
 func stopper(cmd *sandbox.Cmd, sigs <-chan os.Signal, timeout time.Duration, done <-chan struct{}) (timedOut bool) {
 	var expired, deadline <-chan time.Time
 	if timeout > 0 {
