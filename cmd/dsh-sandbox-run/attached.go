@@ -33,7 +33,7 @@ func attach() (*attached, error) {
 	sigs := make(chan os.Signal, 8)
 	// SIGWINCH too: the runner leads a process group of its own, so a
 	// terminal's resize reaches the command only through us.
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGWINCH)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, sigResize)
 	return &attached{reap: reap, sigs: sigs}, nil
 }
 

@@ -230,7 +230,7 @@ func stopper(cmd *sandbox.Cmd, sigs <-chan os.Signal, timeout time.Duration, don
 		case <-done:
 			return timedOut
 		case s := <-sigs:
-			if s == syscall.SIGWINCH {
+			if s == sigResize {
 				cmd.Signal(s) // a resize: passed on, nothing to end
 				continue
 			}
