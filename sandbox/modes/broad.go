@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 )
 
 // ErrBroadWorkspace is wrapped by Derive when a directory that would become
@@ -48,14 +46,13 @@ func (e *BroadWorkspaceError) Overridable() bool { return e.Kind != BroadTempDir
 // homeDirs lists the canonical home directories no writable root may
 // contain: extra (the caller's, e.g. the command's $HOME), this process's
 // $HOME, the passwd home of the real uid, and /root for uid 0.
-func homeDirs(extra []string) []string {
+func homeDirs(r *resolver, extra []string) []string {
 	cands := append([]string(nil), extra...)
 	cands = append(cands, os.Getenv("HOME"))
-	uid := os.Getuid()
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		cands = append(cands, u.HomeDir)
+	if h := r.passwdHome(); h != "" {
+		cands = append(cands, h)
 	}
-	if uid == 0 {
+	if os.Getuid() == 0 {
 		cands = append(cands, "/root")
 	}
 	var out []string
@@ -63,7 +60,7 @@ func homeDirs(extra []string) []string {
 		if h == "" || !filepath.IsAbs(h) {
 			continue
 		}
-		out = append(out, canonicalMaybeMissing(h))
+		out = append(out, r.canonical(h))
 	}
 	return dedupe(out)
 }

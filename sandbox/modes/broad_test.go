@@ -23,7 +23,7 @@ func TestDeriveRefusesBroadDirectories(t *testing.T) {
 	require.NoError(t, os.Symlink(home, homeLink))
 	realHome, err := os.UserHomeDir()
 	require.NoError(t, err)
-	realHome = canonicalMaybeMissing(realHome)
+	realHome = newResolver().canonical(realHome)
 
 	for _, tc := range []struct {
 		name       string

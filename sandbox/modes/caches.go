@@ -55,7 +55,7 @@ const HomeCacheDir = HomeStateDir + "/caches"
 // does, or that lie in ~/.cache (the sandbox makes a missing one, empty,
 // before the command starts), less those that overlap a writable root, a protected or
 // deny-read path or the store, and those an overlay cannot name.
-func (p *Policy) deriveCaches(home string, o Options) error {
+func (p *Policy) deriveCaches(res *resolver, home string, o Options) error {
 	if o.NoCaches || home == "" {
 		return nil
 	}
@@ -65,7 +65,7 @@ func (p *Policy) deriveCaches(home string, o Options) error {
 	} else if !filepath.IsAbs(store) {
 		return fmt.Errorf("%w: %q is not an absolute path", ErrCacheDir, store)
 	}
-	store = canonicalMaybeMissing(store)
+	store = res.canonical(store)
 	if r := rootOf(p.WritableRoots, store); r != "" {
 		if o.CacheDir == "" {
 			// A writable home (AllowBroadWorkspace): its caches are
@@ -83,7 +83,7 @@ func (p *Policy) deriveCaches(home string, o Options) error {
 		return false
 	}
 	for _, e := range ToolCaches() {
-		d := canonicalMaybeMissing(filepath.Join(home, e))
+		d := res.canonical(filepath.Join(home, e))
 		if st, err := os.Stat(d); err != nil {
 			// A missing cache is made when its parent exists, or in
 			// the XDG cache directory (~/.cache, made too).

@@ -246,7 +246,7 @@ func TestDenyReadSet(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, err := denyReadSet([]string{h}, tc.root, tc.deny, tc.allow)
+			got, _, err := denyReadSet(newResolver(), []string{h}, tc.root, tc.deny, tc.allow)
 			if wantErr(t, err, ErrDenyRead, tc.err) {
 				return
 			}

@@ -123,6 +123,7 @@ func Derive(o Options) (Policy, error) {
 	if !o.Mode.Valid() {
 		return Policy{}, fmt.Errorf("%w %d", ErrUnknownMode, int(o.Mode))
 	}
+	res := newResolver()
 	ws := o.Workspace
 	if ws == "" {
 		wd, err := os.Getwd()
@@ -159,8 +160,8 @@ func Derive(o Options) (Policy, error) {
 		p.Network = true
 		return p, nil
 	}
-	homes := homeDirs(o.Homes)
-	if p.DenyRead, p.CredentialFiles, err = denyReadSet(homes, os.Getuid() == 0, o.DenyRead, o.AllowRead); err != nil {
+	homes := homeDirs(res, o.Homes)
+	if p.DenyRead, p.CredentialFiles, err = denyReadSet(res, homes, os.Getuid() == 0, o.DenyRead, o.AllowRead); err != nil {
 		return Policy{}, err
 	}
 	if o.Mode != WorkspaceWrite {
@@ -207,7 +208,7 @@ func Derive(o Options) (Policy, error) {
 	p.WritableRoots = minimalRoots(roots)
 	for _, h := range homes {
 		for _, d := range PolicyDirs(h) {
-			d = canonicalMaybeMissing(d)
+			d = res.canonical(d)
 			for _, r := range p.WritableRoots {
 				if Within(r, d) {
 					return Policy{}, fmt.Errorf("%w: %s lies in %s, dsh-sandbox's own policy directory, which stays read-only", ErrWritableRoot, r, d)
@@ -220,13 +221,13 @@ func Derive(o Options) (Policy, error) {
 	if err != nil {
 		return Policy{}, err
 	}
-	prot := namedProtected(p, names)
+	prot := namedProtected(res, p, names)
 	for _, rel := range DefaultProtected() {
-		prot = append(prot, gitProtected(ws, rel)...)
+		prot = append(prot, gitProtected(res, ws, rel)...)
 	}
 	for _, h := range homes {
 		for _, d := range PolicyDirs(h) {
-			prot = append(prot, canonicalMaybeMissing(d), canonicalEntry(d))
+			prot = append(prot, res.canonical(d), res.entry(d))
 		}
 	}
 	for _, pp := range o.Protect {
@@ -236,13 +237,13 @@ func Derive(o Options) (Policy, error) {
 		if !filepath.IsAbs(pp) {
 			pp = filepath.Join(ws, pp)
 		}
-		prot = append(prot, canonicalMaybeMissing(pp), canonicalEntry(pp))
+		prot = append(prot, res.canonical(pp), res.entry(pp))
 	}
 	// A protected path that is a symlink is protected twice: where it
 	// points, and as the directory entry itself, so that replacing the link
 	// is refused too.
 	for _, pp := range prot {
-		prot = append(prot, canonicalEntry(pp))
+		prot = append(prot, res.entry(pp))
 	}
 	p.Protected = dedupe(filterUnder(prot, p.WritableRoots))
 	cacheHome := o.CacheHome
@@ -252,8 +253,8 @@ func Derive(o Options) (Policy, error) {
 	// Only a home of this process's user (its $HOME, its passwd entry's):
 	// the sandbox makes missing cache directories there, never where a
 	// request's $HOME happens to point.
-	if filepath.IsAbs(cacheHome) && slices.Contains(homeDirs(nil), canonicalMaybeMissing(cacheHome)) {
-		if err := p.deriveCaches(canonicalMaybeMissing(cacheHome), o); err != nil {
+	if filepath.IsAbs(cacheHome) && slices.Contains(homeDirs(res, nil), res.canonical(cacheHome)) {
+		if err := p.deriveCaches(res, res.canonical(cacheHome), o); err != nil {
 			return Policy{}, err
 		}
 	}
@@ -343,34 +344,11 @@ func canonicalDir(p string) (string, error) {
 	return c, nil
 }
 
-// canonicalEntry resolves symlinks in the directory part of p only: the name
-// of the directory entry p designates, whatever it points to.
-func canonicalEntry(p string) string {
-	p = filepath.Clean(p)
-	return filepath.Join(canonicalMaybeMissing(filepath.Dir(p)), filepath.Base(p))
-}
-
-// canonicalMaybeMissing resolves symlinks in the longest existing prefix of
-// p and appends the missing rest unchanged.
-func canonicalMaybeMissing(p string) string {
-	p = filepath.Clean(p)
-	var rest []string
-	for cur := p; ; cur = filepath.Dir(cur) {
-		if c, err := filepath.EvalSymlinks(cur); err == nil {
-			return filepath.Join(append([]string{c}, rest...)...)
-		}
-		if cur == "/" || cur == "." {
-			return p
-		}
-		rest = append([]string{filepath.Base(cur)}, rest...)
-	}
-}
-
 // gitProtected maps a default protected path (".git/hooks") onto the real
 // git directories: a .git file (worktree, submodule) is itself protected and
 // its gitdir and commondir get the same treatment. Without a .git at the
 // start, nothing.
-func gitProtected(ws, rel string) []string {
+func gitProtected(r *resolver, ws, rel string) []string {
 	dotgit := filepath.Join(ws, ".git")
 	st, err := os.Lstat(dotgit)
 	if err != nil {
@@ -380,21 +358,21 @@ func gitProtected(ws, rel string) []string {
 	}
 	if st.IsDir() {
 		p := filepath.Join(ws, rel)
-		return []string{canonicalMaybeMissing(p), canonicalEntry(p)}
+		return []string{r.canonical(p), r.entry(p)}
 	}
-	out := []string{canonicalMaybeMissing(dotgit)}
+	out := []string{r.canonical(dotgit)}
 	leaf := strings.TrimPrefix(rel, ".git/")
 	gitdir := readGitdir(dotgit)
 	if gitdir == "" {
 		return out
 	}
-	out = append(out, canonicalMaybeMissing(filepath.Join(gitdir, leaf)))
+	out = append(out, r.canonical(filepath.Join(gitdir, leaf)))
 	if b, err := os.ReadFile(filepath.Join(gitdir, "commondir")); err == nil {
 		common := strings.TrimSpace(string(b))
 		if !filepath.IsAbs(common) {
 			common = filepath.Join(gitdir, common)
 		}
-		out = append(out, canonicalMaybeMissing(filepath.Join(common, leaf)))
+		out = append(out, r.canonical(filepath.Join(common, leaf)))
 	}
 	return out
 }

@@ -79,12 +79,12 @@ func scratchRoot(r string) bool { return r == "/tmp" || r == "/dev/shm" }
 // namedProtected returns the protected entries for names in each audited
 // root of the workspace-write policy p being derived: the entry itself and,
 // where it is a symlink, where it points.
-func namedProtected(p Policy, names []string) []string {
+func namedProtected(r *resolver, p Policy, names []string) []string {
 	var out []string
-	for _, r := range p.AuditedRoots() {
+	for _, root := range p.AuditedRoots() {
 		for _, n := range names {
-			e := filepath.Join(r, n)
-			out = append(out, canonicalMaybeMissing(e), canonicalEntry(e))
+			e := filepath.Join(root, n)
+			out = append(out, r.canonical(e), r.entry(e))
 		}
 	}
 	return out

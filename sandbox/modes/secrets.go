@@ -80,13 +80,13 @@ var ErrDenyRead = errors.New("bad deny-read set")
 // that only the allowed path becomes readable). Symlinks met on the way are
 // left out: their targets are masked, or not, where they lie. Nothing is
 // created or changed on the host.
-func denyReadSet(homes []string, root bool, deny, allow []string) (set, creds []string, err error) {
+func denyReadSet(r *resolver, homes []string, root bool, deny, allow []string) (set, creds []string, err error) {
 	for _, h := range homes {
 		for _, rel := range HomeSecrets() {
-			set = append(set, canonicalMaybeMissing(filepath.Join(h, rel)))
+			set = append(set, r.canonical(filepath.Join(h, rel)))
 		}
 		for _, rel := range credfiles.Files() {
-			c := canonicalMaybeMissing(filepath.Join(h, rel))
+			c := r.canonical(filepath.Join(h, rel))
 			if !slices.Contains(HomeSecrets(), rel) {
 				// A pip.conf: hidden only when it holds a secret (or
 				// cannot be read to tell).
@@ -106,15 +106,15 @@ func denyReadSet(homes []string, root bool, deny, allow []string) (set, creds []
 	// dsh-sandbox's own state where $XDG_STATE_HOME moves it (the
 	// transaction key goes there: sandbox/transaction.KeyFile).
 	if s := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(s) {
-		set = append(set, canonicalMaybeMissing(filepath.Join(s, filepath.Base(HomeStateDir))))
+		set = append(set, r.canonical(filepath.Join(s, filepath.Base(HomeStateDir))))
 	}
 	if root {
 		for _, p := range RootSecrets() {
-			set = append(set, canonicalMaybeMissing(p))
+			set = append(set, r.canonical(p))
 		}
 	}
 	for _, d := range deny {
-		c, err := secretInput("--deny-read", d)
+		c, err := secretInput(r, "--deny-read", d)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -123,7 +123,7 @@ func denyReadSet(homes []string, root bool, deny, allow []string) (set, creds []
 	}
 	set = outermost(set)
 	for _, a := range allow {
-		c, err := secretInput("--allow-read", a)
+		c, err := secretInput(r, "--allow-read", a)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -156,7 +156,7 @@ func denyReadSet(homes []string, root bool, deny, allow []string) (set, creds []
 
 // secretInput checks a --deny-read or --allow-read path and returns it
 // canonical.
-func secretInput(flag, p string) (string, error) {
+func secretInput(r *resolver, flag, p string) (string, error) {
 	switch {
 	case p == "":
 		return "", fmt.Errorf("%w: %s: empty path", ErrDenyRead, flag)
@@ -165,7 +165,7 @@ func secretInput(flag, p string) (string, error) {
 	case !filepath.IsAbs(p):
 		return "", fmt.Errorf("%w: %s %s: not an absolute path", ErrDenyRead, flag, p)
 	}
-	c := canonicalMaybeMissing(p)
+	c := r.canonical(p)
 	if err := maskable(c); err != nil {
 		return "", fmt.Errorf("%w: %s %s: %w", ErrDenyRead, flag, p, err)
 	}
