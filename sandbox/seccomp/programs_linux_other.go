@@ -6,4 +6,4 @@ package seccomp
 // builds them with libseccomp (once per variant and process).
 const embeddedLibseccomp = ""
 
-var embeddedPrograms = map[int]string{}
+var embeddedPrograms [numVariants]string

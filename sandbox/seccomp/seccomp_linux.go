@@ -350,23 +350,28 @@ func specOf(i int) Spec {
 
 // variants memoizes Table and Program: both are pure functions of the Spec
 // (and of this host's libseccomp), and building them costs about 0.2 ms a
-// command.
-var variants = func() (v [numVariants]struct {
-	table   func() (map[int32]Rule, error)
-	program func() ([]byte, error)
-}) {
-	for i := range v {
-		s := specOf(i)
-		v[i].table = sync.OnceValues(func() (map[int32]Rule, error) { return table(s) })
-		v[i].program = sync.OnceValues(func() ([]byte, error) { return program(s) })
-	}
-	return v
-}()
+// command. Its zero value is ready: a process pays for a variant when it
+// first uses it, never at start.
+var variants [numVariants]variant
+
+// variant is one Spec's memoized Table and Program.
+type variant struct {
+	tableOnce   sync.Once
+	table       map[int32]Rule
+	tableErr    error
+	programOnce sync.Once
+	program     []byte
+	programErr  error
+}
 
 // Table returns the notified system calls of the filter built from s, keyed
 // by system call number. The supervisor uses it to interpret notifications.
 // The map is shared: callers must not modify it.
-func Table(s Spec) (map[int32]Rule, error) { return variants[s.index()].table() }
+func Table(s Spec) (map[int32]Rule, error) {
+	v := &variants[s.index()]
+	v.tableOnce.Do(func() { v.table, v.tableErr = table(s) })
+	return v.table, v.tableErr
+}
 
 // Program returns the BPF program (an array of struct sock_filter) of the
 // filter for s. The runner loads it with seccomp(2), with
@@ -376,11 +381,12 @@ func Table(s Spec) (map[int32]Rule, error) { return variants[s.index()].table() 
 // same rules and libseccomp; TestEmbeddedPrograms checks that they equal a
 // fresh build), which saves a process its first build.
 func Program(s Spec) ([]byte, error) {
-	if p, ok := embeddedPrograms[s.index()]; ok {
+	if p := embeddedPrograms[s.index()]; p != "" {
 		return []byte(p), nil
 	}
-	b, err := variants[s.index()].program()
-	return bytes.Clone(b), err
+	v := &variants[s.index()]
+	v.programOnce.Do(func() { v.program, v.programErr = program(s) })
+	return bytes.Clone(v.program), v.programErr
 }
 
 func table(s Spec) (map[int32]Rule, error) {

@@ -10,6 +10,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -94,11 +95,14 @@ func secretKey(key string) bool {
 	return false
 }
 
-// userinfo is the user information of a URL: scheme://user:password@.
-var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s"']*@`)
+// userinfo matches the user information of a URL: scheme://user:password@.
+// Compiled when first used, not at every process start (about 0.1 ms).
+var userinfo = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s"']*@`)
+})
 
 func stripUserinfo(s string) (string, bool) {
-	out := userinfo.ReplaceAllString(s, "$1")
+	out := userinfo().ReplaceAllString(s, "$1")
 	return out, out != s
 }
 
