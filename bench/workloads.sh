@@ -14,7 +14,8 @@
 # alike. Then a table of medians and their ratios to bwrap, and the cost of one notified
 # write-like call: a C program times N openat(O_WRONLY|O_CREAT) calls under
 # --mode danger-full-access (no supervisor) and --mode workspace-write (each call a seccomp
-# user notification answered by the supervisor), the pair 3 times, interleaved. Last, a
+# user notification answered by the supervisor), against the floor: the same program bare
+# and under a C supervisor that only continues each call; the four 3 times, interleaved. Last, a
 # transaction's cost: the tar workload under dsh with and without --transaction, and the
 # commit of the 5,000 files it made against `cp -a` of them.
 #
@@ -223,7 +224,150 @@ int main(int argc, char **argv)
 }
 EOF
 gcc -O2 -Wall -o "$root/fixture/notify" "$root/fixture/notify.c" || die "compiling the openat timer failed"
-echo "5,000 files in 50 directories ($(du -sk "$archive" | cut -f1) KiB tar), a git repository of them, 17 C files, the openat timer${scale:+, git repositories of $scale files}"
+
+# The floor of a notified call: the least a supervisor can do. `floor PROGRAM ARGS...` runs
+# PROGRAM with every openat a seccomp user notification, answered by a C loop (poll, receive,
+# CONTINUE) that looks at nothing; it sets the synchronous wake-up where the kernel has it
+# (Linux 6.6), as dsh's supervisor does.
+cat >"$root/fixture/floor.c" <<'EOF'
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+
+static int send_fd(int sock, int fd)
+{
+	char buf[CMSG_SPACE(sizeof fd)] = {0};
+	char b = 0;
+	struct iovec io = {.iov_base = &b, .iov_len = 1};
+	struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof buf};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof fd);
+	memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
+}
+
+static int recv_fd(int sock)
+{
+	char buf[CMSG_SPACE(sizeof(int))] = {0};
+	char b;
+	struct iovec io = {.iov_base = &b, .iov_len = 1};
+	struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof buf};
+	if (recvmsg(sock, &m, 0) != 1)
+		return -1;
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	if (!c || c->cmsg_type != SCM_RIGHTS)
+		return -1;
+	int fd;
+	memcpy(&fd, CMSG_DATA(c), sizeof fd);
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: floor PROGRAM [ARGS...]\n");
+		return 2;
+	}
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0) {
+		perror("floor: socketpair");
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("floor: fork");
+		return 1;
+	}
+	if (pid == 0) {
+		struct sock_filter f[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		};
+		struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+			perror("floor: no_new_privs");
+			_exit(1);
+		}
+		int lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+		if (lfd < 0) {
+			perror("floor: seccomp");
+			_exit(1);
+		}
+		if (send_fd(sp[0], lfd) < 0) {
+			perror("floor: send the listener");
+			_exit(1);
+		}
+		close(lfd);
+		close(sp[0]);
+		close(sp[1]);
+		execvp(argv[1], argv + 1);
+		perror("floor: exec");
+		_exit(127);
+	}
+	close(sp[0]);
+	int lfd = recv_fd(sp[1]);
+	if (lfd < 0) {
+		perror("floor: receive the listener");
+		return 1;
+	}
+	/* As a supervisor on Linux 6.6+ would: wake the answering thread on
+	 * the notifying task's CPU (ignored where unsupported). */
+	ioctl(lfd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+	struct seccomp_notif req;
+	struct seccomp_notif_resp resp;
+	for (;;) {
+		struct pollfd p = {.fd = lfd, .events = POLLIN};
+		if (poll(&p, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (!(p.revents & POLLIN))
+			break; /* POLLHUP: no task uses the filter any more */
+		memset(&req, 0, sizeof req);
+		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0) {
+			if (errno == EINTR || errno == ENOENT)
+				continue;
+			break; /* the child is gone */
+		}
+		memset(&resp, 0, sizeof resp);
+		resp.id = req.id;
+		resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+		ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) < 0) {
+		perror("floor: waitpid");
+		return 1;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+EOF
+gcc -O2 -Wall -o "$root/fixture/floor" "$root/fixture/floor.c" || die "compiling the notification floor failed"
+echo "5,000 files in 50 directories ($(du -sk "$archive" | cut -f1) KiB tar), a git repository of them, 17 C files, the openat timer and its C supervisor${scale:+, git repositories of $scale files}"
 if [ -n "$landrun" ]; then
   echo "landrun: $landrun ($("$landrun" --version 2>&1 | head -n1))"
 else
@@ -343,17 +487,24 @@ for label, sub, cmd, n, prepare, cleanup in workloads:
             rows.append([key, v, r + 1, slot, f"{ms:.4f}", "ms"])
 
 # The notified write-like call: danger-full-access (no supervisor) against workspace-write
-# (every openat with O_CREAT a seccomp user notification), the pair 3 times, alternating
-# which goes first.
+# (every openat with O_CREAT a seccomp user notification), and the floor: the timer bare
+# against the timer under the C supervisor that only continues. The four run 3 times, in an
+# order rotating from round to round.
 nws = os.path.join(ws_root, "notify")
 timer = os.path.join(root, "fixture", "notify")
-notify = {"workspace-write": [], "danger-full-access": []}
-print(f"== notified write-like call: 3 x 2 runs of {notify_calls} openat calls", flush=True)
+floor = os.path.join(root, "fixture", "floor")
+notify = {"workspace-write": [], "danger-full-access": [], "bare": [], "floor": []}
+print(f"== notified write-like call: 3 x 4 runs of {notify_calls} openat calls", flush=True)
 
 for r in range(3):
-    modes = ["danger-full-access", "workspace-write"]
-    for slot, mode in enumerate(modes if r % 2 == 0 else modes[::-1]):
-        argv = [bin_, "--mode", mode, "--workspace", nws, "--", timer, notify_calls]
+    modes = ["danger-full-access", "workspace-write", "bare", "floor"]
+    for slot, mode in enumerate(modes[r:] + modes[:r]):
+        if mode == "bare":
+            argv = [timer, notify_calls]
+        elif mode == "floor":
+            argv = [floor, timer, notify_calls]
+        else:
+            argv = [bin_, "--mode", mode, "--workspace", nws, "--", timer, notify_calls]
         p = subprocess.run(argv, cwd=nws, stdin=subprocess.DEVNULL, capture_output=True)
         if p.returncode != 0:
             die(f"openat timer ({mode}), round {r + 1}, exited {p.returncode}: "
@@ -436,6 +587,11 @@ print(f"notified write-like call: median {ww_med - df_med:.1f} µs added (worksp
       f"danger-full-access {df_med:.1f} µs), p90 {ww_p90 - df_p90:.1f} µs added (workspace-write "
       f"{ww_p90:.1f} µs, danger-full-access {df_p90:.1f} µs); median of 3 interleaved runs "
       f"of {notify_calls} openat(O_WRONLY|O_CREAT) each")
+fl_med, fl_p90 = med([x[0] for x in notify["floor"]]), med([x[1] for x in notify["floor"]])
+bare_med, bare_p90 = med([x[0] for x in notify["bare"]]), med([x[1] for x in notify["bare"]])
+print(f"the floor, a C supervisor that only continues: median {fl_med - bare_med:.1f} µs added "
+      f"(under it {fl_med:.1f} µs, bare {bare_med:.1f} µs), p90 {fl_p90 - bare_p90:.1f} µs added; "
+      f"dsh's added cost is {(ww_med - df_med) / max(fl_med - bare_med, 0.001):.2f}x the floor's")
 m = {k: med(v) for k, v in tx.items()}
 print(f"transaction: `tar x` 5,000 files {m['transaction']:.1f} ms in a transaction, {m['direct']:.1f} ms direct "
       f"({m['transaction'] / m['direct']:.2f}x); commit of the 5,000 files {m['commit']:.1f} ms, "
