@@ -103,3 +103,87 @@ func TestCleanOnlyEntries(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(store, "project/.lock"))
 	assert.NoFileExists(t, filepath.Join(store, "x-0123456789ab/.lock"))
 }
+
+// TestReadyVolatile: an entry last mounted volatile in this boot keeps its
+// upper layer and loses only the kernel's marker; after a restart (another
+// boot id, or none recorded) it is emptied, marker and all; either way the
+// boot is recorded for the next command.
+func TestReadyVolatile(t *testing.T) {
+	const boot = "b4be5ada-a8d6-4f95-bf5b-ec815f6c8323"
+	for _, tc := range []struct {
+		name      string
+		marker    bool
+		recorded  string
+		wantUpper bool
+	}{
+		{"no marker", false, "", true},
+		{"same boot", true, boot + "\n", true},
+		{"restarted", true, "0d4c58a7-7e0a-4c1e-9a43-43c5b63a0c1f\n", false},
+		{"unknown boot", true, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := t.TempDir()
+			upperFile := filepath.Join(e, "upper", "kept")
+			require.NoError(t, os.MkdirAll(filepath.Dir(upperFile), 0o700))
+			require.NoError(t, os.WriteFile(upperFile, []byte("cache"), 0o600))
+			work := filepath.Join(e, "work", "work")
+			require.NoError(t, os.MkdirAll(work, 0o700))
+			if tc.marker {
+				require.NoError(t, os.MkdirAll(filepath.Join(work, "incompat", "volatile"), 0o700))
+				require.NoError(t, os.WriteFile(filepath.Join(work, "incompat", "volatile", "dirty"), nil, 0o600))
+				// As the kernel leaves it: work/work without rights.
+				require.NoError(t, os.Chmod(work, 0))
+			}
+			if tc.recorded != "" {
+				require.NoError(t, os.WriteFile(filepath.Join(e, bootFile), []byte(tc.recorded), 0o600))
+			}
+
+			require.NoError(t, readyVolatile(e, boot))
+
+			assert.NoDirExists(t, filepath.Join(work, "incompat"), "the marker is gone")
+			if tc.wantUpper {
+				assert.FileExists(t, upperFile)
+			} else {
+				assert.NoFileExists(t, upperFile, "a restart empties the upper layer")
+				assert.DirExists(t, filepath.Join(e, "upper"))
+				assert.DirExists(t, filepath.Join(e, "work"))
+			}
+			b, err := os.ReadFile(filepath.Join(e, bootFile))
+			require.NoError(t, err)
+			assert.Equal(t, boot+"\n", string(b))
+		})
+	}
+}
+
+// TestReadyVolatileRefusesLinks: a symlink in place of the work directory
+// or of the boot record is never followed.
+func TestReadyVolatileRefusesLinks(t *testing.T) {
+	const boot = "b4be5ada-a8d6-4f95-bf5b-ec815f6c8323"
+	e, victim := t.TempDir(), t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(victim, "work", "incompat"), 0o700))
+	require.NoError(t, os.Symlink(victim, filepath.Join(e, "work")))
+	require.NoError(t, os.WriteFile(filepath.Join(e, bootFile), []byte(boot+"\n"), 0o600))
+	assert.Error(t, readyVolatile(e, boot))
+	assert.DirExists(t, filepath.Join(victim, "work", "incompat"), "nothing removed through the link")
+
+	e2 := t.TempDir()
+	target := filepath.Join(victim, "record")
+	require.NoError(t, os.WriteFile(target, []byte("mine"), 0o600))
+	require.NoError(t, os.Symlink(target, filepath.Join(e2, bootFile)))
+	assert.Error(t, readyVolatile(e2, boot))
+	b, err := os.ReadFile(target)
+	require.NoError(t, err)
+	assert.Equal(t, "mine", string(b), "nothing written through the link")
+}
+
+func TestAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		rel  string
+		want bool
+	}{
+		{"6.1.0-57-amd64", true}, {"5.10.0", true}, {"5.9.16", false}, {"5.15.0-91-generic", true},
+		{"4.19.0", false}, {"10.0", true}, {"5.14.0-427.el9.x86_64", true}, {"junk", false},
+	} {
+		assert.Equal(t, tc.want, atLeast(tc.rel, 5, 10), tc.rel)
+	}
+}

@@ -9,7 +9,11 @@
 // command will mount, held until [Store.Close] — once every process of the
 // command is gone. An entry locked by another running command is left out
 // (that command's overlay is live on it: two overlays sharing an upper
-// layer are undefined), and so stays read-only for this one. [Clean]
+// layer are undefined), and so stays read-only for this one. An entry
+// mounted volatile (Linux 5.10: the overlay never syncs the upper
+// filesystem) is readied for it under its lock: the kernel's marker removed
+// when the host has not restarted since its last mount, else the entry
+// emptied ([Layer.Volatile], readyVolatile). [Clean]
 // empties the entries no command holds; Open does the same when the store
 // outgrew its bound, at most once an hour.
 //

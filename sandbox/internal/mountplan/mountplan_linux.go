@@ -257,6 +257,10 @@ type Overlay struct {
 	Root, Upper, Work, Dir string
 	UpperFD, WorkFD        int
 	Rules                  []landlock.Rule
+	// Volatile adds overlayfs's "volatile" (a toolchain cache's, see
+	// sandbox/internal/cachestore): the overlay never syncs its upper
+	// filesystem, not even when it goes.
+	Volatile bool
 }
 
 // options returns the overlay's mount data. userxattr lets a user namespace
@@ -276,7 +280,11 @@ func (o *Overlay) options() (string, error) {
 	if o.WorkFD > 0 {
 		work = "/proc/self/fd/" + strconv.Itoa(o.WorkFD)
 	}
-	return "lowerdir=" + o.Root + ",upperdir=" + upper + ",workdir=" + work + ",userxattr", nil
+	data := "lowerdir=" + o.Root + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
+	if o.Volatile {
+		data += ",volatile"
+	}
+	return data, nil
 }
 
 // Credentials are the sanitized copies of credential files
