@@ -167,7 +167,8 @@ func atLeast(rel string, major, minor int) bool {
 // readyVolatile readies locked entry e for a volatile mount in boot: its
 // marker removed when it was last mounted in this boot, else (the host
 // restarted since, or the boot is unknown) the entry emptied; then boot
-// recorded, before the mount. Through descriptors, never through a symlink.
+// recorded, before the mount, unless it is already. Through descriptors,
+// never through a symlink.
 func readyVolatile(e, boot string) error {
 	dfd, err := unix.Open(e, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -178,8 +179,9 @@ func readyVolatile(e, boot string) error {
 	if err != nil {
 		return err
 	}
+	recorded := recordedBoot(dfd)
 	if marked {
-		if recordedBoot(dfd) == boot {
+		if recorded == boot {
 			err = removeMarker(dfd)
 		} else {
 			err = errors.Join(removeContents(e, "upper"), removeContents(e, "work"))
@@ -187,6 +189,9 @@ func readyVolatile(e, boot string) error {
 		if err != nil {
 			return err
 		}
+	}
+	if recorded == boot {
+		return nil // recorded already: no write on a command's path
 	}
 	fd, err := unix.Openat(dfd, bootFile, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
