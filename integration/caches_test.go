@@ -186,6 +186,64 @@ func TestCachesOverlay(t *testing.T) {
 	})
 }
 
+// TestCacheEmptyBound: a cache the user has nothing in is the sandbox's
+// layer alone, bound there (nosuid, nodev) instead of an overlay: the
+// command writes it, the next command sees it, the user's directory stays
+// empty, and a link in it reaches nothing of the user's. Once the user has
+// put something there, the next command gets an overlay again, which shows
+// both.
+func TestCacheEmptyBound(t *testing.T) {
+	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
+		if !h.onHost().mountView() {
+			t.Log("no mount view: the caches are variables here (TestCachesOverlay)")
+			return
+		}
+		id = cacheHome(t, id)
+		ws := id.workspace(t)
+		pip := filepath.Join(id.home, ".cache/pip")
+		before := userFiles(t, id.home)
+		run := func(script string) result {
+			r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags("workspace-write", ws), Argv: bash(script), Dir: ws})
+			if r.Exit != 0 {
+				t.Fatalf("exit = %d, want 0 (%v)", r.Exit, r)
+			}
+			if c := requireReport(t, r).Enforcement.Caches; !contains(c, pip) {
+				t.Errorf("enforcement caches %q lack %q", c, pip)
+			}
+			return r
+		}
+		// The mount at the cache: its type and its options.
+		const mount = `m() { grep " $1 " /proc/self/mountinfo | tail -n 1 | sed 's/^[^ ]* [^ ]* [^ ]* [^ ]* [^ ]* \([^ ]*\).* - \([^ ]*\) .*/\2 \1/'; }; `
+		r := run(mount + `m ~/.cache/pip; echo wheel > ~/.cache/pip/wheel && echo write ok
+ln -s ~/.bashrc ~/.cache/pip/link; (echo evil >> ~/.cache/pip/link) 2>/dev/null && echo "through link ok" || echo "through link failed"`)
+		fields := strings.Fields(r.Stdout)
+		if len(fields) < 2 || fields[0] == "overlay" || !strings.Contains(fields[1], "nosuid") || !strings.Contains(fields[1], "nodev") {
+			t.Errorf("the empty cache's mount = %q, want a bind (not an overlay) with nosuid and nodev", r.Stdout)
+		}
+		for _, s := range []string{"write ok", "through link failed"} {
+			if !strings.Contains(r.Stdout, s) {
+				t.Errorf("stdout lacks %q: %q", s, r.Stdout)
+			}
+		}
+		if after := userFiles(t, id.home); after != before {
+			t.Errorf("the user's files changed:\n%s\nwant\n%s", after, before)
+		}
+		if names, err := os.ReadDir(pip); err != nil || len(names) != 0 {
+			t.Errorf("the user's %s holds %v (%v), want nothing", pip, names, err)
+		}
+		r = run(`cat ~/.cache/pip/wheel`)
+		if r.Stdout != "wheel\n" {
+			t.Errorf("the next command reads %q, want %q", r.Stdout, "wheel\n")
+		}
+		// The user's own entry: an overlay again, showing both.
+		id.writeOwned(t, filepath.Join(pip, "mine"), "mine\n", 0o644)
+		r = run(mount + `m ~/.cache/pip; cat ~/.cache/pip/mine ~/.cache/pip/wheel`)
+		if want := "mine\nwheel\n"; !strings.HasPrefix(r.Stdout, "overlay ") || !strings.HasSuffix(r.Stdout, want) {
+			t.Errorf("stdout = %q, want an overlay showing %q", r.Stdout, want)
+		}
+	})
+}
+
 // filterPrefix keeps the entries of list that start with one of prefixes.
 func filterPrefix(list []string, prefixes ...string) []string {
 	var out []string

@@ -273,7 +273,7 @@ func effectiveABI(maxABI int) (int, error) {
 // state directory), so the rule reaches nothing.
 func (prep *preparation) addCaches(layers []cachestore.Layer) error {
 	for i, l := range layers {
-		ov := mountplan.Overlay{Root: l.Dir, Upper: l.Upper, Work: l.Work, Volatile: l.Volatile}
+		ov := mountplan.Overlay{Root: l.Dir, Upper: l.Upper, Work: l.Work, Volatile: l.Volatile, BindUpper: l.Empty}
 		if prep.ruleset != nil {
 			ov.Rules = []landlock.Rule{prep.rules.WritableDir(l.Dir)}
 		}

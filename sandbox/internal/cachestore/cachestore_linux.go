@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,6 +31,10 @@ type Layer struct {
 	// Volatile: mount it with overlayfs's "volatile" option (Linux 5.10),
 	// which Open readied the entry for (see readyVolatile).
 	Volatile bool
+	// Empty: Dir held nothing when Open looked (a cache of a tool the user
+	// has not run outside the sandbox), so Upper alone is what the command
+	// sees there: it can be bound instead of an overlay's mount.
+	Empty bool
 }
 
 // Store holds the locks of the entries a command mounts.
@@ -113,6 +118,7 @@ func Open(p modes.Policy) (*Store, []Layer, error) {
 			// then stays read-only) only if a marker was left.
 			l.Volatile = readyVolatile(e, boot) == nil
 		}
+		l.Empty = isEmpty(dir)
 		s.locks = append(s.locks, lock)
 		layers = append(layers, l)
 	}
@@ -437,4 +443,16 @@ func ignoreMissing(err error) error {
 		return nil
 	}
 	return err
+}
+
+// isEmpty reports whether directory dir has no entry (false when it cannot
+// be read).
+func isEmpty(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	_, err = f.Readdirnames(1)
+	return err == io.EOF
 }

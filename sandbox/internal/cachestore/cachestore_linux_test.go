@@ -34,6 +34,8 @@ func TestOpenAndClean(t *testing.T) {
 		assert.Equal(t, filepath.Dir(l.Upper), filepath.Dir(l.Work))
 	}
 	assert.NotEqual(t, filepath.Dir(layers[0].Upper), filepath.Dir(layers[1].Upper))
+	assert.True(t, layers[0].Empty, "made empty: nothing of the user's below")
+	assert.False(t, layers[1].Empty, "holds the user's entry")
 
 	// What commands left in the upper layer: a tree without rights, and a
 	// symlink to the user's file.

@@ -13,7 +13,9 @@
 // mounted volatile (Linux 5.10: the overlay never syncs the upper
 // filesystem) is readied for it under its lock: the kernel's marker removed
 // when the host has not restarted since its last mount, else the entry
-// emptied ([Layer.Volatile], readyVolatile). [Clean]
+// emptied ([Layer.Volatile], readyVolatile). A cache directory with nothing
+// in it is marked [Layer.Empty]: its upper layer can be bound there instead
+// of an overlay. [Clean]
 // empties the entries no command holds; Open does the same when the store
 // outgrew its bound, at most once an hour.
 //

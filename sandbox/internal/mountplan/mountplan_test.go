@@ -326,6 +326,39 @@ func TestMountPlanCaches(t *testing.T) {
 	assert.ErrorContains(t, err, "cannot be an overlay layer")
 }
 
+// A cache whose directory was empty has its upper layer bound there, then
+// given nosuid and nodev (and the flags the kernel keeps) by a remount in
+// mode "cacheflags", which the runner skips when the bind failed and which
+// undoes the bind when it fails itself; its rules follow, as an overlay's.
+func TestMountPlanCacheBind(t *testing.T) {
+	base, err := os.MkdirTemp("/var/tmp", "dsh-plan-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ws, store := filepath.Join(base, "ws"), filepath.Join(base, "store")
+	require.NoError(t, os.MkdirAll(ws, 0o755))
+	require.NoError(t, os.MkdirAll(store+"/pip/upper", 0o700))
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	require.NoError(t, err)
+	pip := base + "/home/.cache/pip"
+	caches := []Overlay{
+		{Root: base + "/home/.npm", Upper: store + "/npm/upper", Work: store + "/npm/work"},
+		{Root: pip, Upper: store + "/pip/upper", Work: store + "/pip/work", BindUpper: true, Rules: []landlock.Rule{{Path: pip, Access: 5}}},
+	}
+	toks, err := Plan(p, landlock.MountAccess{}, Masks(p), nil, nil, caches)
+	require.NoError(t, err)
+	kept, err := keptFlags(store + "/pip/upper")
+	require.NoError(t, err)
+	ops, _, data, rules := parsePlanAll(t, toks)
+	require.GreaterOrEqual(t, len(ops), 4)
+	assert.Equal(t, planOp{"overlay", caches[0].Root, "overlay", unix.MS_NOSUID | unix.MS_NODEV, "cache"}, ops[1])
+	assert.Equal(t, planOp{store + "/pip/upper", pip, "", unix.MS_BIND, "cache"}, ops[2])
+	assert.Equal(t, planOp{"", pip, "", unix.MS_REMOUNT | unix.MS_BIND | unix.MS_NOSUID | unix.MS_NODEV | uint64(kept), "cacheflags"}, ops[3])
+	assert.NotContains(t, data, pip, "no overlay for it")
+	assert.Equal(t, []planRule{{pip, 5}}, rules)
+	i := slices.Index(toks, "cacheflags")
+	assert.Equal(t, []string{"l", pip, "5"}, toks[i+1:i+4], "the rule right after its flags")
+}
+
 // TestMountPlanCredentials: a credential file with a copy shows the copy,
 // bound read-only (nosuid, nodev, noexec) with a Landlock read rule of its
 // own and checked; one without a copy is masked by /dev/null as before; the

@@ -128,7 +128,8 @@
 // The MODE of m and md. With any other (Go writes "hard") a failed mount ends
 // the plan: no mount view.
 #define MODE_PROC "proc"   // a fresh /proc: only with a pid namespace, a failure is a reason
-#define MODE_CACHE "cache" // a toolchain cache overlay: a failure leaves the cache read-only
+#define MODE_CACHE "cache" // a toolchain cache's overlay or bind: a failure leaves the cache read-only
+#define MODE_CACHE_FLAGS "cacheflags" // the flags of the cache bind just made: a failure undoes it
 #define MODE_SKIP "skip"   // a path this uid cannot reach (EACCES, ENOENT, ENOTDIR) is skipped
 
 // ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@
 int dshr_ns_user, dshr_ns_mount, dshr_ns_pid, dshr_ns_net, dshr_ns_ipc, dshr_ns_uts;
 char dshr_ns_error[512];
 
-// dshr_caches: a character per toolchain cache overlay of the mount plan, '1'
+// dshr_caches: a character per toolchain cache of the mount plan, '1'
 // mounted, '0' not (reported in the listener and ready messages).
 char dshr_caches[129];
 
@@ -38,6 +38,18 @@ int dshr_apply_mounts(int from, int *fresh_proc, int ruleset) {
 			unsigned long flags = strtoul(dshr_tok[i + 4], NULL, 10);
 			int cache = strcmp(mode, MODE_CACHE) == 0;
 			i += 5 + md;
+			if (strcmp(mode, MODE_CACHE_FLAGS) == 0) {
+				// The flags of the cache bind just made (a bind takes
+				// none of its own); without them the bind goes and the
+				// cache stays read-only, as when its bind failed.
+				size_t n = strlen(dshr_caches);
+				if (skip_rules || n == 0 || dshr_caches[n - 1] != '1') continue;
+				if (mount(NULL, tgt, NULL, flags, NULL) == 0) continue;
+				if (umount2(tgt, MNT_DETACH) < 0) dshr_fail("mount view: cache %s: %s", tgt, strerror(errno));
+				dshr_caches[n - 1] = '0';
+				skip_rules = 1;
+				continue;
+			}
 			skip_rules = 0;
 			if (strcmp(mode, MODE_PROC) == 0 && !dshr_ns_pid) continue;
 			if (mount(*src ? src : NULL, tgt, *fs ? fs : NULL, flags, data) == 0) {
