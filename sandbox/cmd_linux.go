@@ -60,6 +60,28 @@ func (a *AuditCache) Close() error {
 	return a.c.Close()
 }
 
+// WriteRecords writes what the cache's walks read of each directory that
+// its change time vouches for, for ReadRecords in a later process: a
+// program that lives for one command (dsh-sandbox-run) keeps them between
+// its commands, so that a command's first walk stats an unchanged
+// directory instead of listing it. It reports whether a walk listed a
+// directory since the records were read; when none did, the records are
+// those read.
+//
+// Whoever can write the records can hide a directory's change from the
+// audit: keep them where no confined command can write (the sandbox's state
+// directory, hidden from every confined command).
+func (a *AuditCache) WriteRecords(w io.Writer) (changed bool, err error) {
+	return a.c.WriteRecords(w)
+}
+
+// ReadRecords replaces the cache's records by those WriteRecords wrote,
+// read whole from r. Records it cannot take (another format, a damaged
+// file) leave the cache as it was.
+func (a *AuditCache) ReadRecords(r io.Reader) error {
+	return a.c.ReadRecords(r)
+}
+
 // cmdState is what a started Cmd keeps (Linux).
 type cmdState struct {
 	proc           *os.Process

@@ -9,6 +9,7 @@ package sandbox
 
 import (
 	"errors"
+	"io"
 	"os"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
@@ -43,6 +44,12 @@ type AuditCache struct{ Watch bool }
 
 // Close does nothing: off Linux the cache watches nothing.
 func (a *AuditCache) Close() error { return nil }
+
+// WriteRecords returns ErrUnsupported.
+func (a *AuditCache) WriteRecords(io.Writer) (bool, error) { return false, ErrUnsupported }
+
+// ReadRecords returns ErrUnsupported.
+func (a *AuditCache) ReadRecords(io.Reader) error { return ErrUnsupported }
 
 // EgressProxy is the egress proxy of the commands whose policy has a network
 // allowlist. Off Linux no command uses one: it never listens.

@@ -178,8 +178,12 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failReport(policy, err)
 	}
+	var records *auditRecords
+	if tx == nil {
+		records = openAuditRecords(policy, getenv)
+	}
 	cmd := &sandbox.Cmd{Policy: policy, Args: o.args, Env: env, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, LandlockABI: o.landlockABI,
-		Transaction: tx}
+		Transaction: tx, AuditCache: records.auditCache()}
 	begun := time.Now()
 	if err := run.start(cmd, o.timeout()); err != nil {
 		rep.write(stderr, newReport(policy, nil, err))
@@ -192,6 +196,7 @@ func run(argv, environ []string, stdout, stderr io.Writer) int {
 		return failReport(policy, err)
 	}
 	took := time.Since(begun).Milliseconds()
+	records.save(policy)
 	if to {
 		fmt.Fprintf(stderr, "%s: timed out after %d ms\n", name, o.timeoutMs)
 	}

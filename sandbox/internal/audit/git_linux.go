@@ -798,6 +798,9 @@ type Cache struct {
 	settle time.Duration
 	idx    *index
 	closed bool
+	// listedSinceRead: a walk put since ReadRecords (or ever) listed a
+	// directory, so its records may differ from those read.
+	listedSinceRead bool
 }
 
 // SetWatch sets whether the cache watches what its walks record; it takes
@@ -863,6 +866,9 @@ func (c *Cache) put(root string, sc *gitScan) {
 	c.mu.Lock()
 	if c.scans == nil {
 		c.scans = map[string]*gitScan{}
+	}
+	if sc.listed > 0 || c.scans[root] == nil {
+		c.listedSinceRead = true
 	}
 	c.scans[root] = sc
 	idx := c.idx

@@ -1,0 +1,103 @@
+//go:build linux
+
+package audit
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRecordsBetweenProcesses: records written by one cache and read by
+// another serve a walk as the first cache's would — nothing listed when
+// nothing changed, a repository planted since found — and a cache that
+// listed nothing since it read its records says so. A damaged, truncated or
+// foreign file is refused whole, and the cache keeps what it had.
+func TestRecordsBetweenProcesses(t *testing.T) {
+	ws := tempDir(t)
+	for i := range 40 {
+		mkdirs(t, ws, fmt.Sprintf("d%02d/s", i))
+	}
+	gitDir(t, ws, ".git", safeConfig)
+	v, err := openView(ws, "")
+	require.NoError(t, err)
+	defer v.close()
+
+	waitTick(t)
+	first, err := scanGit(v, nil, time.Nanosecond, nil, nil)
+	require.NoError(t, err)
+	require.Greater(t, len(first.read), 80)
+	var c1 Cache
+	c1.put(ws, first)
+	var buf bytes.Buffer
+	changed, err := c1.WriteRecords(&buf)
+	require.NoError(t, err)
+	assert.True(t, changed, "a walk listed every directory")
+	file := bytes.Clone(buf.Bytes())
+
+	var c2 Cache
+	require.NoError(t, c2.ReadRecords(bytes.NewReader(file)))
+	prev := c2.get(ws)
+	require.NotNil(t, prev)
+	assert.Equal(t, len(first.read), len(prev.read))
+	for rel, r := range first.read {
+		got := prev.read[rel]
+		if assert.NotNil(t, got, rel) {
+			assert.Equal(t, [3]any{r.dev, r.ino, r.ctime}, [3]any{got.dev, got.ino, got.ctime}, rel)
+			assert.Equal(t, r.ents, got.ents, rel)
+		}
+	}
+	same, err := scanGit(v, nil, time.Nanosecond, prev, nil)
+	require.NoError(t, err)
+	assert.Zero(t, same.listed, "nothing changed: nothing listed")
+	assert.Equal(t, first.entries, same.entries)
+	c2.put(ws, same)
+	buf.Reset()
+	changed, err = c2.WriteRecords(&buf)
+	require.NoError(t, err)
+	assert.False(t, changed, "nothing listed since the records were read")
+	assert.Equal(t, file, buf.Bytes(), "the same records")
+
+	gitDir(t, ws, "d07/s/.git", fsmonitor)
+	planted, err := scanGit(v, nil, time.Nanosecond, c2.get(ws), nil)
+	require.NoError(t, err)
+	assert.True(t, planted.dirs["d07/s/.git"], "the repository planted since is found")
+	assert.Positive(t, planted.listed)
+
+	// Damaged files: every truncation, every flipped byte, another magic.
+	for n := range len(file) {
+		assert.ErrorIs(t, c2.ReadRecords(bytes.NewReader(file[:n])), ErrRecords, "truncated to %d bytes", n)
+	}
+	for i := range len(file) {
+		bad := bytes.Clone(file)
+		bad[i] ^= 0x20
+		assert.ErrorIs(t, c2.ReadRecords(bytes.NewReader(bad)), ErrRecords, "byte %d flipped", i)
+	}
+	assert.ErrorIs(t, c2.ReadRecords(bytes.NewReader(append(bytes.Clone(file), 0))), ErrRecords, "data after the end")
+	assert.Same(t, same, c2.get(ws), "a refused file changes nothing")
+
+	// Well-formed files whose records cannot be a walk's.
+	for _, tc := range []struct {
+		root, rel string
+		ent       dirent
+	}{
+		{ws, "../x", dirent{name: "a"}},
+		{ws, "/abs", dirent{name: "a"}},
+		{ws, "a/../b", dirent{name: "a"}},
+		{ws, "a", dirent{name: "b/c"}},
+		{ws, "a", dirent{name: ".."}},
+		{"relative", "a", dirent{name: "a"}},
+	} {
+		var c Cache
+		c.put(tc.root, &gitScan{read: map[string]*dirRecord{tc.rel: {ctimeOK: true, ents: []dirent{tc.ent}}}, listed: 1})
+		buf.Reset()
+		_, err := c.WriteRecords(&buf)
+		require.NoError(t, err)
+		assert.ErrorIs(t, c2.ReadRecords(&buf), ErrRecords, "%+v", tc)
+	}
+	assert.Same(t, same, c2.get(ws))
+}
