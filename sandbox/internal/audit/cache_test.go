@@ -23,15 +23,7 @@ import (
 // is new there; a walk records only directories whose change time lies
 // more than its settle time back.
 func TestScanGitTakesUnchangedFromRecords(t *testing.T) {
-	ws := tempDir(t)
-	for i := range 40 {
-		mkdirs(t, ws, fmt.Sprintf("d%02d/s", i))
-	}
-	gitDir(t, ws, ".git", safeConfig)
-	v, err := openView(ws, "")
-	require.NoError(t, err)
-	defer v.close()
-
+	ws, v := fortyDirs(t)
 	fresh, err := scanGit(v, nil, time.Hour, nil, nil)
 	require.NoError(t, err)
 	assert.Empty(t, fresh.read, "nothing changed an hour before: nothing recorded")
@@ -58,6 +50,20 @@ func TestScanGitTakesUnchangedFromRecords(t *testing.T) {
 	assert.Contains(t, changed.entries, gitEntry{rel: "d07/s/.git/config", kind: gitConfig, st: stampAt(t, ws, "d07/s/.git/config")})
 	assert.NotSame(t, same.read["d07/s"], changed.read["d07/s"], "d07/s is recorded anew")
 	assert.Same(t, same.read["d08/s"], changed.read["d08/s"], "d08/s is kept")
+}
+
+// fortyDirs makes a workspace of 40 directories d00/s..d39/s and a
+// repository, and returns it with its view (closed at the test's end).
+func fortyDirs(t *testing.T) (string, *view) {
+	ws := tempDir(t)
+	for i := range 40 {
+		mkdirs(t, ws, fmt.Sprintf("d%02d/s", i))
+	}
+	gitDir(t, ws, ".git", safeConfig)
+	v, err := openView(ws, "")
+	require.NoError(t, err)
+	t.Cleanup(v.close)
+	return ws, v
 }
 
 func stampAt(t *testing.T, dir, rel string) stamp {

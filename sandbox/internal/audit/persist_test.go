@@ -4,7 +4,6 @@ package audit
 
 import (
 	"bytes"
-	"fmt"
 	"testing"
 	"time"
 
@@ -18,15 +17,7 @@ import (
 // listed nothing since it read its records says so. A damaged, truncated or
 // foreign file is refused whole, and the cache keeps what it had.
 func TestRecordsBetweenProcesses(t *testing.T) {
-	ws := tempDir(t)
-	for i := range 40 {
-		mkdirs(t, ws, fmt.Sprintf("d%02d/s", i))
-	}
-	gitDir(t, ws, ".git", safeConfig)
-	v, err := openView(ws, "")
-	require.NoError(t, err)
-	defer v.close()
-
+	ws, v := fortyDirs(t)
 	waitTick(t)
 	first, err := scanGit(v, nil, time.Nanosecond, nil, nil)
 	require.NoError(t, err)
