@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -100,7 +101,7 @@ func (r *auditRecords) read() {
 		st.Mode&0o022 != 0 || st.Size > maxRecordsSize {
 		return
 	}
-	_ = r.cache.ReadRecords(f)
+	_ = r.cache.ReadRecords(io.LimitReader(f, maxRecordsSize))
 }
 
 // auditCache is the cache for the command (nil: none).

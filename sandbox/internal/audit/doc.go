@@ -15,7 +15,9 @@
 // Its walks record what they read of each directory — its identity and
 // change time, taken before its entries — and take an unchanged directory's
 // entries from a record instead of reading them again: the end's from the
-// start's, and, through a [Cache], a command's from an earlier command's. A
+// start's, and, through a [Cache], a command's from an earlier command's —
+// of this process, or of an earlier one that wrote them
+// ([Cache.WriteRecords], [Cache.ReadRecords], persist_linux.go). A
 // Cache set to watch also has the kernel report every change of the
 // directories its walks recorded (inotify, watch_linux.go), and its walks
 // take a directory that reported none without a system call. It must never
