@@ -20,7 +20,7 @@ import (
 )
 
 // maxRecordsSize bounds a records file read: larger is not one this
-// program wrote for a workspace (200,000 directories take about 10 MB).
+// program wrote for a workspace (20,200 directories took 650 KB).
 const maxRecordsSize = 256 << 20
 
 // auditRecords keeps what the post-run audit read of a workspace's
