@@ -294,17 +294,25 @@ func TestMountPlanOverlay(t *testing.T) {
 	}
 }
 
+// cachePlanPolicy makes a base directory under /var/tmp (removed at the
+// test's end) with a workspace in it, and returns the base, the cache
+// store's path there (not made) and the workspace-write policy.
+func cachePlanPolicy(t *testing.T) (base, store string, p modes.Policy) {
+	base, err := os.MkdirTemp("/var/tmp", "dsh-plan-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ws := filepath.Join(base, "ws")
+	require.NoError(t, os.MkdirAll(ws, 0o755))
+	p, err = modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
+	require.NoError(t, err)
+	return base, filepath.Join(base, "store"), p
+}
+
 // The toolchain caches' overlays come after a transaction's, each in mode
 // "cache" (the runner leaves out one that fails, with its rules) and
 // followed by its own rules; a layer an overlay cannot name is refused.
 func TestMountPlanCaches(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "dsh-plan-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	ws, store := filepath.Join(base, "ws"), filepath.Join(base, "store")
-	require.NoError(t, os.MkdirAll(ws, 0o755))
-	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
-	require.NoError(t, err)
+	base, store, p := cachePlanPolicy(t)
 	caches := []Overlay{
 		{Root: base + "/home/.npm", Upper: store + "/npm/upper", Work: store + "/npm/work", Rules: []landlock.Rule{{Path: base + "/home/.npm", Access: 5}}},
 		{Root: base + "/home/.cache/pip", Upper: store + "/pip/upper", Work: store + "/pip/work"},
@@ -331,14 +339,8 @@ func TestMountPlanCaches(t *testing.T) {
 // mode "cacheflags", which the runner skips when the bind failed and which
 // undoes the bind when it fails itself; its rules follow, as an overlay's.
 func TestMountPlanCacheBind(t *testing.T) {
-	base, err := os.MkdirTemp("/var/tmp", "dsh-plan-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	ws, store := filepath.Join(base, "ws"), filepath.Join(base, "store")
-	require.NoError(t, os.MkdirAll(ws, 0o755))
+	base, store, p := cachePlanPolicy(t)
 	require.NoError(t, os.MkdirAll(store+"/pip/upper", 0o700))
-	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
-	require.NoError(t, err)
 	pip := base + "/home/.cache/pip"
 	caches := []Overlay{
 		{Root: base + "/home/.npm", Upper: store + "/npm/upper", Work: store + "/npm/work"},
