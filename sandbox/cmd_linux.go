@@ -357,14 +357,25 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) (err error) {
 	setupDone := make(chan struct{})
 	defer close(setupDone)
 	s.tree.AbandonSetup(ctrl, setupDone)
-	// The runner reads its spec before it does anything else: joined now,
-	// it and everything it forks are in the group.
+	// The runner reads its spec before it does anything else: it joins
+	// the group itself on receiving it (cgroup v1, the group's files come
+	// with the spec), or is moved in now, so that it and everything it
+	// forks are in the group.
+	var join []*os.File
 	if c.group != nil && !joined {
-		if err := c.group.Add(proc.Pid); err != nil {
-			c.group.Close()
-			c.group = nil
+		var err error
+		if join, err = c.group.JoinFiles(); err != nil {
+			if err := c.group.Add(proc.Pid); err != nil {
+				c.group.Close()
+				c.group = nil
+			}
 		}
 	}
+	defer func() {
+		for _, f := range join {
+			f.Close()
+		}
+	}()
 	nproc := 0
 	if c.group == nil {
 		nproc = c.Policy.Limits.MaxPids
@@ -373,11 +384,19 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) (err error) {
 	if s.eg != nil {
 		listen, dns = s.eg.listenAddrs(), s.eg.dnsAddrs()
 	}
-	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles), nproc, listen, dns)
+	spec, err := c.prep.spec(userNS, c.Path, len(c.ExtraFiles), nproc, len(join), listen, dns)
 	if err != nil {
 		return setupFailed("prepare the sandbox", err)
 	}
-	if err := runner.SendBytes(ctrl, spec, nil); err != nil {
+	var rights []byte
+	if len(join) > 0 {
+		fds := make([]int, len(join))
+		for i, f := range join {
+			fds[i] = int(f.Fd())
+		}
+		rights = unix.UnixRights(fds...)
+	}
+	if err := runner.SendBytes(ctrl, spec, rights); err != nil {
 		return controlSocket(err)
 	}
 	if c.Policy.Mode.Confines() {

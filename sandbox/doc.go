@@ -17,7 +17,9 @@
 // this package imports it, so any binary linking this package is its own
 // runner and a command costs no second Go start. In a fixed order it:
 //
-//  0. creates user, mount, ipc, uts, pid and (without network) net
+//  0. joins the command's cgroup itself where the spec came with its v1
+//     tasks files (before it forks or unshares anything); then creates
+//     user, mount, ipc, uts, pid and (without network) net
 //     namespaces where the host allows them; with a pid namespace its child
 //     becomes the namespace's init and does the rest;
 //  1. builds the mount view: root recursively read-only, writable roots

@@ -354,12 +354,14 @@ func (prep *preparation) credentialCopies() *mountplan.Credentials {
 // its namespaces (falling back to none where the host refuses them).
 // path, when not "", is the file the runner executes (argv[0] is then only
 // the command's name). extra is the number of the command's extra files
-// (the runner's fds 4.., the command's 3..).
+// (the runner's fds 4.., the command's 3..). join is the number of the
+// command's cgroup files sent with the spec, for the runner to join the
+// group itself (limits.Group.JoinFiles).
 //
 // listen and dns, under a network allowlist, are the addresses the runner
 // listens on in the command's net namespace and those it binds the stub
 // resolver to (egressSession.listenAddrs, dnsAddrs).
-func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen, dns string) ([]byte, error) {
+func (prep *preparation) spec(userNS bool, path string, extra, nproc, join int, listen, dns string) ([]byte, error) {
 	p := prep.policy
 	b := func(v bool) string {
 		if v {
@@ -396,6 +398,7 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc int, listen
 		{"dns", dns},
 		{"ncaches", strconv.Itoa(len(prep.caches))},
 		{"cacheenv", strings.Join(prep.cacheEnv, "\n")},
+		{"cgjoin", strconv.Itoa(join)},
 	}
 	var plan []string
 	if confine && userNS {

@@ -75,14 +75,14 @@ func TestMetadataFilterChoice(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, prep.noView)
 	assert.Equal(t, append(append([]byte(nil), prep.bpf...), prep.noView...), prep.programs())
-	spec, err := prep.spec(true, "", 0, 0, "", "")
+	spec, err := prep.spec(true, "", 0, 0, 0, "", "")
 	require.NoError(t, err)
 	assert.Contains(t, string(spec), fmt.Sprintf("bpf2\x00%d\x00", len(prep.noView)))
 
 	prep.noView = nil // as without notification
 	assert.False(t, prep.filterFor(false).Metadata)
 	assert.Equal(t, prep.bpf, prep.programs())
-	spec, err = prep.spec(true, "", 0, 0, "", "")
+	spec, err = prep.spec(true, "", 0, 0, 0, "", "")
 	require.NoError(t, err)
 	assert.Contains(t, string(spec), "bpf2\x000\x00")
 }
@@ -105,7 +105,7 @@ func TestSpecKeysMatchRunnerHeader(t *testing.T) {
 	prep, err := prepare(p, 0, nil, nil)
 	require.NoError(t, err)
 	defer prep.close()
-	spec, err := prep.spec(true, "", 0, 0, "", "")
+	spec, err := prep.spec(true, "", 0, 0, 0, "", "")
 	require.NoError(t, err)
 	tok := strings.Split(string(spec), "\x00")
 	require.Equal(t, "dsh1", tok[0])

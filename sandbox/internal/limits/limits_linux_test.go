@@ -1,8 +1,11 @@
 package limits
 
 import (
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -158,5 +161,68 @@ func TestOpenDir(t *testing.T) {
 	}
 	if want := "0::" + strings.TrimPrefix(g.dir, "/sys/fs/cgroup") + "\n"; string(out) != want {
 		t.Errorf("/proc/self/cgroup = %q, want %q", out, want)
+	}
+}
+
+// On cgroup v1 a process joins the group itself through JoinFiles: "0"
+// written to each tasks file moves the writing thread, in every hierarchy
+// of the group. On v2 JoinFiles refuses, and the caller joins by Add.
+func TestJoinFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("!!! creating a cgroup needs root here: test NOT RUN")
+	}
+	g, err := Create(modes.Limits{MaxPids: 8}, "dsh-unit-"+time.Now().Format("150405.000000"))
+	if err != nil {
+		t.Fatalf("Create as root: %v", err)
+	}
+	defer g.Close()
+	files, err := g.JoinFiles()
+	if g.v2 {
+		if err == nil {
+			t.Fatal("JoinFiles on cgroup v2 succeeded; a v2 group has no single-thread join")
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("JoinFiles on cgroup v1: %v", err)
+	}
+	if len(files) != len(v1Controllers) {
+		t.Fatalf("JoinFiles gave %d files, want one per hierarchy (%d)", len(files), len(v1Controllers))
+	}
+	// The shell writes "0" to each (fds 3..), says so, and waits.
+	script := ""
+	for i := range files {
+		script += "echo 0 >&" + strconv.Itoa(3+i) + " && "
+	}
+	sh := exec.Command("/bin/sh", "-c", script+"echo joined && read x")
+	sh.ExtraFiles = files
+	in, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sh.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		f.Close()
+	}
+	defer sh.Wait()
+	defer in.Close()
+	line := make([]byte, 7)
+	if n, _ := io.ReadFull(out, line); string(line[:n]) != "joined\n" {
+		t.Fatalf("the shell said %q, want it to join", line[:n])
+	}
+	for _, c := range v1Controllers {
+		b, err := os.ReadFile(filepath.Join(g.paths[c], "cgroup.procs"))
+		if err != nil {
+			t.Fatalf("read the %s group: %v", c, err)
+		}
+		if !slices.Contains(strings.Fields(string(b)), strconv.Itoa(sh.Process.Pid)) {
+			t.Errorf("the shell (pid %d) is not in the %s group (%q)", sh.Process.Pid, c, b)
+		}
 	}
 }

@@ -53,6 +53,7 @@
 #define CTRL_FD 3
 #define SPEC_MAX (1024 * 1024)
 #define MAX_TOKENS 65536
+#define MAX_CGJOIN 8 // cgroup files with the spec: one per v1 hierarchy joined
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -117,6 +118,7 @@
 #define KEY_DNS "dns"               // stub resolver addresses, comma-separated
 #define KEY_NCACHES "ncaches"       // how many toolchain cache overlays
 #define KEY_CACHEENV "cacheenv"     // I:NAME=VALUE lines (dshr_cache_env)
+#define KEY_CGJOIN "cgjoin"         // how many cgroup tasks files came with the spec (join_cgroup)
 
 // Mount plan steps (dshr_apply_mounts).
 #define OP_MOUNT "m"          // m SRC TGT FSTYPE FLAGS MODE

@@ -62,9 +62,50 @@ void dshr_close_extra(void) {
 
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 
+// recv_spec receives the spec, with the command's cgroup files attached
+// (SCM_RIGHTS, at most MAX_CGJOIN) when the runner joins the group itself.
+static ssize_t recv_spec(char *buf, size_t cap, int *fds, int *nfds) {
+	struct iovec iov = {.iov_base = buf, .iov_len = cap};
+	char cbuf[CMSG_SPACE(MAX_CGJOIN * sizeof(int))];
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
+	ssize_t n;
+	do {
+		n = recvmsg(CTRL_FD, &mh, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	*nfds = 0;
+	if (n > 0 && (mh.msg_flags & MSG_CTRUNC)) dshr_fail("runner: the spec came with too many files");
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		if (*nfds + k > MAX_CGJOIN) dshr_fail("runner: the spec came with too many files");
+		memcpy(fds + *nfds, CMSG_DATA(c), k * sizeof(int));
+		*nfds += k;
+	}
+	return n;
+}
+
+// join_cgroup moves the runner into the command's cgroup (v1) by writing "0"
+// to the group's tasks file in each hierarchy: it moves the calling thread
+// alone, without the cgroup threadgroup rwsem whose write side waits for an
+// RCU grace period (limits.Group.JoinFiles). The runner is one thread here
+// and has forked nothing, so it and everything of the command are inside.
+static void join_cgroup(const int *fds, int nfds) {
+	int want = dshr_opt(KEY_CGJOIN);
+	if (want != nfds) dshr_fail("runner: %d cgroup files announced, %d received", want, nfds);
+	for (int i = 0; i < nfds; i++) {
+		ssize_t w;
+		do {
+			w = write(fds[i], "0", 1);
+		} while (w < 0 && errno == EINTR);
+		if (w != 1) dshr_fail_sys("join the command's cgroup", w < 0 ? errno : EIO);
+		close(fds[i]);
+	}
+}
+
 static void runner_main(char **argv) {
 	static char spec[SPEC_MAX];
-	ssize_t n = dshr_recv_msg(spec, sizeof spec - 1);
+	int cgfds[MAX_CGJOIN], ncgfds;
+	ssize_t n = recv_spec(spec, sizeof spec - 1, cgfds, &ncgfds);
 	if (n <= 0) _exit(125);
 	spec[n] = 0;
 	for (char *p = spec; p < spec + n; p += strlen(p) + 1) {
@@ -72,6 +113,7 @@ static void runner_main(char **argv) {
 		dshr_tok[dshr_ntok++] = p;
 	}
 	if (dshr_ntok < 1 || strcmp(dshr_tok[0], SPEC_MAGIC) != 0) dshr_fail("runner: bad spec");
+	join_cgroup(cgfds, ncgfds);
 	int ops = 0;
 	while (ops < dshr_ntok && strcmp(dshr_tok[ops], SPEC_OPS) != 0) ops++;
 	char **cmd = argv + 1;
