@@ -75,6 +75,11 @@ func (a *AuditCache) WriteRecords(w io.Writer) (changed bool, err error) {
 	return a.c.WriteRecords(w)
 }
 
+// RecordsChanged reports whether a walk listed a directory since the
+// records were read: whether WriteRecords would write other records than
+// those read. It costs nothing; WriteRecords serializes every record.
+func (a *AuditCache) RecordsChanged() bool { return a.c.RecordsChanged() }
+
 // ReadRecords replaces the cache's records by those WriteRecords wrote,
 // read whole from r. Records it cannot take (another format, a damaged
 // file) leave the cache as it was.

@@ -45,6 +45,9 @@ type AuditCache struct{ Watch bool }
 // Close does nothing: off Linux the cache watches nothing.
 func (a *AuditCache) Close() error { return nil }
 
+// RecordsChanged reports false.
+func (a *AuditCache) RecordsChanged() bool { return false }
+
 // WriteRecords returns ErrUnsupported.
 func (a *AuditCache) WriteRecords(io.Writer) (bool, error) { return false, ErrUnsupported }
 

@@ -117,7 +117,7 @@ func (r *auditRecords) auditCache() *sandbox.AuditCache {
 // the old, so that a reader sees the old records or the new, whole.
 // Failing to keep them fails nothing.
 func (r *auditRecords) save(p modes.Policy) {
-	if r == nil {
+	if r == nil || !r.cache.RecordsChanged() {
 		return
 	}
 	var buf bytes.Buffer

@@ -44,6 +44,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // format, or a damaged or truncated file.
 var ErrRecords = errors.New("audit records: not a records file, or damaged")
 
+// RecordsChanged reports whether a walk since the cache was read listed any
+// directory: what WriteRecords would report, without writing the records.
+func (c *Cache) RecordsChanged() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listedSinceRead
+}
+
 // WriteRecords writes the records of the cache's last walk of each root
 // that its change times vouch for, for ReadRecords in a later process. It
 // reports whether a walk since the cache was read listed any directory: when

@@ -28,6 +28,7 @@ func TestRecordsBetweenProcesses(t *testing.T) {
 	changed, err := c1.WriteRecords(&buf)
 	require.NoError(t, err)
 	assert.True(t, changed, "a walk listed every directory")
+	assert.True(t, c1.RecordsChanged(), "RecordsChanged says what WriteRecords does")
 	file := bytes.Clone(buf.Bytes())
 
 	var c2 Cache
@@ -51,6 +52,7 @@ func TestRecordsBetweenProcesses(t *testing.T) {
 	changed, err = c2.WriteRecords(&buf)
 	require.NoError(t, err)
 	assert.False(t, changed, "nothing listed since the records were read")
+	assert.False(t, c2.RecordsChanged(), "RecordsChanged says what WriteRecords does")
 	assert.Equal(t, file, buf.Bytes(), "the same records")
 
 	gitDir(t, ws, "d07/s/.git", fsmonitor)
@@ -58,6 +60,10 @@ func TestRecordsBetweenProcesses(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, planted.dirs["d07/s/.git"], "the repository planted since is found")
 	assert.Positive(t, planted.listed)
+	c3 := Cache{}
+	require.NoError(t, c3.ReadRecords(bytes.NewReader(file)))
+	c3.put(ws, planted)
+	assert.True(t, c3.RecordsChanged(), "a walk that listed a directory changes the records")
 
 	// Damaged files: every truncation, every flipped byte, another magic.
 	for n := range len(file) {
