@@ -133,14 +133,7 @@ func TestSweep(t *testing.T) {
 // clone3's CLONE_INTO_CGROUP): it is in the group from its first
 // instruction. On v1 OpenDir refuses, and the caller joins by Add.
 func TestOpenDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("!!! creating a cgroup needs root here: test NOT RUN")
-	}
-	g, err := Create(modes.Limits{MaxPids: 8}, "dsh-unit-"+time.Now().Format("150405.000000"))
-	if err != nil {
-		t.Fatalf("Create as root: %v", err)
-	}
-	defer g.Close()
+	g := testGroup(t)
 	dir, err := g.OpenDir()
 	if !g.v2 {
 		if err == nil {
@@ -168,14 +161,7 @@ func TestOpenDir(t *testing.T) {
 // written to each tasks file moves the writing thread, in every hierarchy
 // of the group. On v2 JoinFiles refuses, and the caller joins by Add.
 func TestJoinFiles(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("!!! creating a cgroup needs root here: test NOT RUN")
-	}
-	g, err := Create(modes.Limits{MaxPids: 8}, "dsh-unit-"+time.Now().Format("150405.000000"))
-	if err != nil {
-		t.Fatalf("Create as root: %v", err)
-	}
-	defer g.Close()
+	g := testGroup(t)
 	files, err := g.JoinFiles()
 	if g.v2 {
 		if err == nil {
@@ -225,4 +211,19 @@ func TestJoinFiles(t *testing.T) {
 			t.Errorf("the shell (pid %d) is not in the %s group (%q)", sh.Process.Pid, c, b)
 		}
 	}
+}
+
+// testGroup is a group limited to 8 pids, removed when the test ends. Root
+// only: the test is skipped, loudly, for other users.
+func testGroup(t *testing.T) *Group {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("!!! creating a cgroup needs root here: test NOT RUN")
+	}
+	g, err := Create(modes.Limits{MaxPids: 8}, "dsh-unit-"+time.Now().Format("150405.000000"))
+	if err != nil {
+		t.Fatalf("Create as root: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
 }
