@@ -64,7 +64,10 @@ static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUS
 
 // recv_spec receives the spec, with the command's cgroup files attached
 // (SCM_RIGHTS, at most MAX_CGJOIN) when the runner joins the group itself.
-static ssize_t recv_spec(char *buf, size_t cap, int *fds, int *nfds) {
+// *trunc is set when the kernel could not install them all (no descriptor
+// left under RLIMIT_NOFILE): join_cgroup fails then, once every message of
+// the supervisor's is in.
+static ssize_t recv_spec(char *buf, size_t cap, int *fds, int *nfds, int *trunc) {
 	struct iovec iov = {.iov_base = buf, .iov_len = cap};
 	char cbuf[CMSG_SPACE(MAX_CGJOIN * sizeof(int))];
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
@@ -73,11 +76,14 @@ static ssize_t recv_spec(char *buf, size_t cap, int *fds, int *nfds) {
 		n = recvmsg(CTRL_FD, &mh, MSG_CMSG_CLOEXEC);
 	} while (n < 0 && errno == EINTR);
 	*nfds = 0;
-	if (n > 0 && (mh.msg_flags & MSG_CTRUNC)) dshr_fail("runner: the spec came with too many files");
+	*trunc = n > 0 && (mh.msg_flags & MSG_CTRUNC);
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
 		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		if (*nfds + k > MAX_CGJOIN) dshr_fail("runner: the spec came with too many files");
+		if (k < 0 || *nfds + k > MAX_CGJOIN) {
+			*trunc = 1;
+			break;
+		}
 		memcpy(fds + *nfds, CMSG_DATA(c), k * sizeof(int));
 		*nfds += k;
 	}
@@ -89,7 +95,8 @@ static ssize_t recv_spec(char *buf, size_t cap, int *fds, int *nfds) {
 // alone, without the cgroup threadgroup rwsem whose write side waits for an
 // RCU grace period (limits.Group.JoinFiles). The runner is one thread here
 // and has forked nothing, so it and everything of the command are inside.
-static void join_cgroup(const int *fds, int nfds) {
+static void join_cgroup(const int *fds, int nfds, int trunc) {
+	if (trunc) dshr_fail_sys("receive the command's cgroup files", EMFILE);
 	int want = dshr_opt(KEY_CGJOIN);
 	if (want != nfds) dshr_fail("runner: %d cgroup files announced, %d received", want, nfds);
 	for (int i = 0; i < nfds; i++) {
@@ -104,8 +111,8 @@ static void join_cgroup(const int *fds, int nfds) {
 
 static void runner_main(char **argv) {
 	static char spec[SPEC_MAX];
-	int cgfds[MAX_CGJOIN], ncgfds;
-	ssize_t n = recv_spec(spec, sizeof spec - 1, cgfds, &ncgfds);
+	int cgfds[MAX_CGJOIN], ncgfds, cgtrunc;
+	ssize_t n = recv_spec(spec, sizeof spec - 1, cgfds, &ncgfds, &cgtrunc);
 	if (n <= 0) _exit(125);
 	spec[n] = 0;
 	for (char *p = spec; p < spec + n; p += strlen(p) + 1) {
@@ -113,7 +120,6 @@ static void runner_main(char **argv) {
 		dshr_tok[dshr_ntok++] = p;
 	}
 	if (dshr_ntok < 1 || strcmp(dshr_tok[0], SPEC_MAGIC) != 0) dshr_fail("runner: bad spec");
-	join_cgroup(cgfds, ncgfds);
 	int ops = 0;
 	while (ops < dshr_ntok && strcmp(dshr_tok[ops], SPEC_OPS) != 0) ops++;
 	char **cmd = argv + 1;
@@ -124,8 +130,12 @@ static void runner_main(char **argv) {
 		if (fcntl(CTRL_FD + 1 + i, F_GETFD) < 0) dshr_fail("runner: extra file %d (fd %d) is not open", i, CTRL_FD + 1 + i);
 
 	int confine = dshr_opt(KEY_CONFINE), mount_view = 0, fresh_proc = 0, landlock = 0, notify = 0, ruleset = -1;
+	ssize_t blen = confine ? dshr_recv_bpf(dshr_bpf, sizeof dshr_bpf, &ruleset) : 0;
+	// Every message of the supervisor's is in (a runner that failed before
+	// would leave it writing to a closed socket, not reading why): join the
+	// group, before anything is forked or unshared.
+	join_cgroup(cgfds, ncgfds, cgtrunc);
 	if (confine) {
-		ssize_t blen = dshr_recv_bpf(dshr_bpf, sizeof dshr_bpf, &ruleset);
 		// One program, or two (the second, bpf2 bytes at the end, routes
 		// metadata changes for a command without a mount view; picked
 		// below).
