@@ -7,18 +7,10 @@
 // dshr_recv_bpf receives the seccomp program, with the Landlock ruleset fd
 // attached (SCM_RIGHTS) when there is one.
 ssize_t dshr_recv_bpf(char *buf, size_t cap, int *ruleset) {
-	struct iovec iov = {.iov_base = buf, .iov_len = cap};
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
-	ssize_t n;
-	do {
-		n = recvmsg(CTRL_FD, &mh, MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
+	int nfds, trunc;
 	*ruleset = -1;
-	if (n > 0 && (mh.msg_flags & MSG_CTRUNC)) dshr_fail_sys("receive the Landlock ruleset", EMFILE);
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(ruleset, CMSG_DATA(c), sizeof(int));
+	ssize_t n = dshr_recv_fds(buf, cap, ruleset, 1, &nfds, &trunc);
+	if (n > 0 && trunc) dshr_fail_sys("receive the Landlock ruleset", EMFILE);
 	return n;
 }
 

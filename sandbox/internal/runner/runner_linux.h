@@ -53,7 +53,8 @@
 #define CTRL_FD 3
 #define SPEC_MAX (1024 * 1024)
 #define MAX_TOKENS 65536
-#define MAX_CGJOIN 8 // cgroup files with the spec: one per v1 hierarchy joined
+#define MAX_CGJOIN 8   // cgroup files with the spec: one per v1 hierarchy joined
+#define MAX_RECV_FDS 8 // descriptors one control message may carry (dshr_recv_fds)
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -149,6 +150,7 @@ extern char dshr_reasons[4096];
 void dshr_json_str(char *out, size_t cap, const char *s);
 int dshr_send_msg(const char *msg);
 ssize_t dshr_recv_msg(char *buf, size_t cap);
+ssize_t dshr_recv_fds(char *buf, size_t cap, int *fds, int max, int *nfds, int *trunc);
 __attribute__((noreturn)) void dshr_fail(const char *fmt, ...);
 __attribute__((noreturn)) void dshr_fail_sys(const char *op, int e);
 int dshr_out_of_resources(int e);

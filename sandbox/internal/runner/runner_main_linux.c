@@ -62,34 +62,6 @@ void dshr_close_extra(void) {
 
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT};
 
-// recv_spec receives the spec, with the command's cgroup files attached
-// (SCM_RIGHTS, at most MAX_CGJOIN) when the runner joins the group itself.
-// *trunc is set when the kernel could not install them all (no descriptor
-// left under RLIMIT_NOFILE): join_cgroup fails then, once every message of
-// the supervisor's is in.
-static ssize_t recv_spec(char *buf, size_t cap, int *fds, int *nfds, int *trunc) {
-	struct iovec iov = {.iov_base = buf, .iov_len = cap};
-	char cbuf[CMSG_SPACE(MAX_CGJOIN * sizeof(int))];
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf};
-	ssize_t n;
-	do {
-		n = recvmsg(CTRL_FD, &mh, MSG_CMSG_CLOEXEC);
-	} while (n < 0 && errno == EINTR);
-	*nfds = 0;
-	*trunc = n > 0 && (mh.msg_flags & MSG_CTRUNC);
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-		if (k < 0 || *nfds + k > MAX_CGJOIN) {
-			*trunc = 1;
-			break;
-		}
-		memcpy(fds + *nfds, CMSG_DATA(c), k * sizeof(int));
-		*nfds += k;
-	}
-	return n;
-}
-
 // join_cgroup moves the runner into the command's cgroup (v1) by writing "0"
 // to the group's tasks file in each hierarchy: it moves the calling thread
 // alone, without the cgroup threadgroup rwsem whose write side waits for an
@@ -112,7 +84,10 @@ static void join_cgroup(const int *fds, int nfds, int trunc) {
 static void runner_main(char **argv) {
 	static char spec[SPEC_MAX];
 	int cgfds[MAX_CGJOIN], ncgfds, cgtrunc;
-	ssize_t n = recv_spec(spec, sizeof spec - 1, cgfds, &ncgfds, &cgtrunc);
+	// The spec, with the command's cgroup files when the runner joins the
+	// group itself; join_cgroup fails for a truncation, once every message
+	// of the supervisor's is in.
+	ssize_t n = dshr_recv_fds(spec, sizeof spec - 1, cgfds, MAX_CGJOIN, &ncgfds, &cgtrunc);
 	if (n <= 0) _exit(125);
 	spec[n] = 0;
 	for (char *p = spec; p < spec + n; p += strlen(p) + 1) {

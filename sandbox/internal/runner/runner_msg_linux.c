@@ -90,3 +90,33 @@ ssize_t dshr_recv_msg(char *buf, size_t cap) {
 	} while (n < 0 && errno == EINTR);
 	return n;
 }
+
+// dshr_recv_fds receives one message into buf with up to max (at most
+// MAX_RECV_FDS) descriptors attached (SCM_RIGHTS, close-on-exec): *nfds of
+// them, in fds. *trunc is set when more came than max, or the kernel could
+// not install them all (no descriptor left under RLIMIT_NOFILE).
+ssize_t dshr_recv_fds(char *buf, size_t cap, int *fds, int max, int *nfds, int *trunc) {
+	union {
+		char buf[CMSG_SPACE(MAX_RECV_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} cbuf;
+	struct iovec iov = {.iov_base = buf, .iov_len = cap};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf, .msg_controllen = CMSG_SPACE(max * sizeof(int))};
+	ssize_t n;
+	do {
+		n = recvmsg(CTRL_FD, &mh, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	*nfds = 0;
+	*trunc = n > 0 && (mh.msg_flags & MSG_CTRUNC);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n > 0 && c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		if (k < 0 || *nfds + k > max) {
+			*trunc = 1;
+			break;
+		}
+		memcpy(fds + *nfds, CMSG_DATA(c), k * sizeof(int));
+		*nfds += k;
+	}
+	return n;
+}
