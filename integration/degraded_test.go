@@ -173,6 +173,18 @@ func onHost(d *degradation) *degradation {
 	return simulated()
 }
 
+// withAndWithoutSupervisor runs f as a subtest on this host (d nil) and
+// under degradedNoNotify, where no supervisor judges the command.
+func withAndWithoutSupervisor(t *testing.T, f func(t *testing.T, d *degradation)) {
+	for _, d := range []*degradation{nil, &degradedNoNotify} {
+		name := "host"
+		if d != nil {
+			name = d.name
+		}
+		t.Run(name, func(t *testing.T) { f(t, d) })
+	}
+}
+
 // lacks says whether commands run under d lack the enforcement layer
 // (user-namespace, mount-view, pid-namespace, net-namespace, ipc-namespace,
 // uts-namespace, landlock, seccomp-notify); this host (nil) lacks none.

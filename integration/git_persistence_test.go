@@ -239,54 +239,48 @@ func TestGitAuditReportsQuarantine(t *testing.T) {
 // there afterwards is the user's own — made on the host while the command
 // ran — and the audit leaves it alone.
 func TestGitAuditLeavesHostEditsOfProtectedFiles(t *testing.T) {
-	for _, d := range []*degradation{nil, &degradedNoNotify} {
-		name := "host"
-		if d != nil {
-			name = d.name
-		}
-		t.Run(name, func(t *testing.T) {
-			forEachIdentity(t, func(t *testing.T, id identity) {
-				wrap := d.prepare(t, id)
-				ws := gitRepo(t, id)
-				sync := filepath.Join(ws, "sync")
-				id.mkdirAt(t, sync)
-				s := id.start(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Dir: ws, Env: gitEnv,
-					Argv: bash(`echo > sync/started; while [ ! -e sync/go ]; do sleep 0.02; done`)})
-				if err := pollCond(20*time.Second, func() bool { return exists(filepath.Join(sync, "started")) }); err != nil {
-					t.Fatalf("the command did not start: %v", err)
+	withAndWithoutSupervisor(t, func(t *testing.T, d *degradation) {
+		forEachIdentity(t, func(t *testing.T, id identity) {
+			wrap := d.prepare(t, id)
+			ws := gitRepo(t, id)
+			sync := filepath.Join(ws, "sync")
+			id.mkdirAt(t, sync)
+			s := id.start(t, runOpts{Wrap: wrap, Flags: sandboxFlags("workspace-write", ws), Dir: ws, Env: gitEnv,
+				Argv: bash(`echo > sync/started; while [ ! -e sync/go ]; do sleep 0.02; done`)})
+			if err := pollCond(20*time.Second, func() bool { return exists(filepath.Join(sync, "started")) }); err != nil {
+				t.Fatalf("the command did not start: %v", err)
+			}
+			config := filepath.Join(ws, ".git/config")
+			f, err := os.OpenFile(config, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.WriteString("[alias]\n\tst = status\n")
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			id.writeOwned(t, filepath.Join(sync, "go"), "", 0o644)
+			r := s.wait(t, 30*time.Second)
+			requireExit(t, r, 0)
+			if host := onHost(d); host.lacks("mount-view") && !(host.lacks("seccomp-notify") && !host.lacks("landlock")) {
+				// Neither a mount view nor the carve-out held .git/config
+				// (with a supervisor Landlock does not carve): the audit
+				// cannot tell the host's edit from the command's and
+				// sets it aside, reported (docs/DESIGN.md, "Protected
+				// paths": a changed file is set aside, not restored).
+				requireDenial(t, r, "workspace-write", "git-control", config)
+				requireAbsent(t, config)
+				if !strings.Contains(readFile(t, config+".dsh-quarantined"), "st = status") {
+					t.Errorf("%s: the quarantined config lacks the host's edit", host.name)
 				}
-				config := filepath.Join(ws, ".git/config")
-				f, err := os.OpenFile(config, os.O_WRONLY|os.O_APPEND, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, err = f.WriteString("[alias]\n\tst = status\n")
-				f.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				id.writeOwned(t, filepath.Join(sync, "go"), "", 0o644)
-				r := s.wait(t, 30*time.Second)
-				requireExit(t, r, 0)
-				if host := onHost(d); host.lacks("mount-view") && !(host.lacks("seccomp-notify") && !host.lacks("landlock")) {
-					// Neither a mount view nor the carve-out held .git/config
-					// (with a supervisor Landlock does not carve): the audit
-					// cannot tell the host's edit from the command's and
-					// sets it aside, reported (docs/DESIGN.md, "Protected
-					// paths": a changed file is set aside, not restored).
-					requireDenial(t, r, "workspace-write", "git-control", config)
-					requireAbsent(t, config)
-					if !strings.Contains(readFile(t, config+".dsh-quarantined"), "st = status") {
-						t.Errorf("%s: the quarantined config lacks the host's edit", host.name)
-					}
-					return
-				}
-				requireNoDenials(t, r)
-				if !strings.Contains(readFile(t, config), "st = status") {
-					t.Errorf("the host's edit of .git/config is gone: %q", readFile(t, config))
-				}
-				requireAbsent(t, config+".dsh-quarantined")
-			})
+				return
+			}
+			requireNoDenials(t, r)
+			if !strings.Contains(readFile(t, config), "st = status") {
+				t.Errorf("the host's edit of .git/config is gone: %q", readFile(t, config))
+			}
+			requireAbsent(t, config+".dsh-quarantined")
 		})
-	}
+	})
 }

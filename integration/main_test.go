@@ -355,6 +355,7 @@ type runOpts struct {
 	Env        []string // extra environment
 	Dir        string   // working directory (default "/")
 	Stdin      *os.File // the CLI's stdin (default /dev/null)
+	Stdout     *os.File // the CLI's stdout (default a file, read into result.Stdout)
 	ExtraFiles []*os.File
 	NoReport   bool
 	Timeout    time.Duration
@@ -544,6 +545,9 @@ func (id identity) start(t *testing.T, o runOpts) *started {
 		cmd.Stdin = o.Stdin
 	}
 	cmd.Stdout = s.outF
+	if o.Stdout != nil {
+		cmd.Stdout = o.Stdout
+	}
 	cmd.Stderr = s.errF
 	cmd.ExtraFiles = o.ExtraFiles
 	cmd.SysProcAttr = id.sysProcAttr()

@@ -87,6 +87,12 @@ func (a *AuditCache) ReadRecords(r io.Reader) error {
 	return a.c.ReadRecords(r)
 }
 
+// LoadRecords is ReadRecords in the background, for a caller that does not
+// need its error: the cache's next use waits for it. A program that lives
+// for one command (dsh-sandbox-run) starts it before the command, whose
+// start walk runs beside the command's start (see Cmd.Start).
+func (a *AuditCache) LoadRecords(r io.Reader) { a.c.LoadRecords(r) }
+
 // cmdState is what a started Cmd keeps (Linux).
 type cmdState struct {
 	proc           *os.Process
@@ -104,13 +110,16 @@ type cmdState struct {
 	txHold *transaction.Hold
 	// caches holds the entries of the toolchain caches the command mounts
 	// (cachestore.Open) until its processes are gone.
-	caches  *cachestore.Store
-	audits  []*audit.Audit // the git control and protected entries at the start
-	group   *limits.Group  // the command's cgroup (resource limits), or nil
-	usage   *Usage
-	noAudit bool // the probe's `true` changes nothing: no audit
-	enf     Enforcement
-	egress  *egressSession // the command's use of the egress proxy, or nil
+	caches *cachestore.Store
+	audits []*audit.Audit // the git control and protected entries at the start
+	// startWalk, when not nil, is the walk that finds audits, run beside
+	// the command's start (see startWalk).
+	startWalk *startWalk
+	group     *limits.Group // the command's cgroup (resource limits), or nil
+	usage     *Usage
+	noAudit   bool // the probe's `true` changes nothing: no audit
+	enf       Enforcement
+	egress    *egressSession // the command's use of the egress proxy, or nil
 	// resolvConf is the resolv.conf whose nameservers the stub resolver
 	// answers at ("": /etc/resolv.conf; tests change it).
 	resolvConf string
@@ -172,6 +181,9 @@ func (c *Cmd) Start() (err error) {
 		if c.txHold != nil {
 			c.txHold.Close()
 		}
+		if c.startWalk != nil {
+			c.startWalk.abandon()
+		}
 		c.caches.Close()
 		c.closeProxy()
 	}()
@@ -220,6 +232,10 @@ func (c *Cmd) Start() (err error) {
 		// The command writes to the workspace only through the overlay:
 		// its upper layer is what to audit.
 		c.audits, err = audit.StartOver(c.Policy, c.AuditSkip, c.Policy.Workspace, c.Transaction.UpperDir(), c.AuditCache.cache())
+	case c.walksBeside():
+		if err = audit.CheckRoots(c.Policy); err == nil {
+			c.startWalk = c.beginStartWalk()
+		}
 	default:
 		c.audits, err = audit.Start(c.Policy, c.AuditSkip, c.AuditCache.cache())
 	}
@@ -473,8 +489,7 @@ func (s *starting) handle(m runner.Msg, fd int) error {
 		}
 		return &ExecError{Detail: m.Detail, Err: syscall.Errno(m.Errno)}
 	case runner.MsgReady:
-		s.onReady(m)
-		return nil
+		return s.onReady(m)
 	default:
 		return &SetupError{Detail: fmt.Sprintf("unexpected runner message %q", m.Kind)}
 	}
@@ -502,10 +517,14 @@ func (s *starting) onListener(m runner.Msg, lfd int) error {
 	if _, roots := c.prep.writtenCaches(m.Caches); len(roots) > 0 {
 		pol.WritableRoots = append(slices.Clone(pol.WritableRoots), roots...)
 	}
-	n, err := supervisor.NewNotifier(lfd, supervisor.Config{
+	cfg := supervisor.Config{
 		Spec: c.prep.filterFor(m.MountView == 1), Policy: pol, Denials: s.denials, Changes: s.changed,
 		Relay: s.proc.Pid, Ruleset: c.prep.ruleset, Guard: guard,
-	})
+	}
+	if c.startWalk != nil {
+		cfg.FirstCall = c.startWalk.wait
+	}
+	n, err := supervisor.NewNotifier(lfd, cfg)
 	if err != nil {
 		if re := ResourceErrorOf("start the notifier", err); re != nil {
 			return re
@@ -567,8 +586,13 @@ func (s *starting) onNetListen(m runner.Msg) error {
 }
 
 // onReady hands the running command to the Cmd.
-func (s *starting) onReady(m runner.Msg) {
+func (s *starting) onReady(m runner.Msg) error {
 	c := s.c
+	if c.startWalk != nil && s.n == nil {
+		// (The spec asked for a listener, and the command execs only
+		// once the supervisor took it: this cannot happen.)
+		return &SetupError{Detail: "the runner started the command without a seccomp listener"}
+	}
 	c.proc, c.ctrl, c.facts, c.notifier, c.tree, c.egress = s.proc, s.ctrl, s.denials, s.n, s.tree, s.eg
 	if s.n != nil {
 		c.changed = s.changed
@@ -582,6 +606,7 @@ func (s *starting) onReady(m runner.Msg) {
 	c.done, c.exited = make(chan struct{}), make(chan struct{})
 	go c.monitor()
 	s.ready = true
+	return nil
 }
 
 // closeExited closes the channel Exited returns, once.
@@ -704,6 +729,19 @@ func (c *Cmd) monitor() {
 	// they will stay, and nothing races the audit. The changes are read
 	// first: what the audit sets aside is the command's write, not a removal.
 	c.changes, c.changesDropped = c.changed.Settle()
+	if w := c.startWalk; w != nil {
+		if c.notifier != nil && c.notifier.MayHaveChanged() {
+			// The first call waited for the walk; a failed walk failed
+			// every call (facts say so), so nothing is left to audit.
+			if w.wait() == nil {
+				c.audits = w.audits
+			}
+		} else {
+			// Nothing let through or performed: nothing changed,
+			// nothing to audit.
+			w.abandon()
+		}
+	}
 	audit.Finish(c.audits, c.facts, slices.Contains(c.enf.Layers, layerMountView) || c.prep.carved)
 	if c.Transaction != nil {
 		// After the audit: what it reverted is no change.

@@ -11,7 +11,10 @@
 // A supervisor — [Cmd], in dsh-sandbox-run or in a harness linking this
 // package — prepares everything that is policy: the Landlock ruleset (built
 // in the kernel, passed to the runner as an fd), the seccomp BPF program and
-// the mount plan. It then starts a runner: the same binary re-executed as
+// the mount plan — and begins the post-run audit's start walk, which, where
+// the supervisor sees every change the command can make, runs beside what
+// follows, the command's first such call waiting for it. It then starts a
+// runner: the same binary re-executed as
 // "dsh-sandbox-runner". The runner is C code run from an ELF constructor
 // (sandbox/internal/runner, runner_*_linux.c), before the Go runtime starts;
 // this package imports it, so any binary linking this package is its own

@@ -54,6 +54,9 @@ func (a *AuditCache) WriteRecords(io.Writer) (bool, error) { return false, ErrUn
 // ReadRecords returns ErrUnsupported.
 func (a *AuditCache) ReadRecords(io.Reader) error { return ErrUnsupported }
 
+// LoadRecords is ReadRecords in the background (Linux): nothing here.
+func (a *AuditCache) LoadRecords(io.Reader) {}
+
 // EgressProxy is the egress proxy of the commands whose policy has a network
 // allowlist. Off Linux no command uses one: it never listens.
 type EgressProxy struct{}

@@ -101,7 +101,13 @@ func (r *auditRecords) read() {
 		st.Mode&0o022 != 0 || st.Size > maxRecordsSize {
 		return
 	}
-	_ = r.cache.ReadRecords(io.LimitReader(f, maxRecordsSize))
+	// Read now (the file is closed on return), decoded beside the
+	// command's start.
+	data, err := io.ReadAll(io.LimitReader(f, maxRecordsSize))
+	if err != nil {
+		return
+	}
+	r.cache.LoadRecords(bytes.NewReader(data))
 }
 
 // auditCache is the cache for the command (nil: none).

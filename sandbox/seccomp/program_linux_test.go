@@ -163,15 +163,15 @@ func TestProgramOpenRules(t *testing.T) {
 }
 
 // TestProgramMetadata: the metadata calls each variant routes. The chmod
-// ones by path always (for the change facts); with Metadata every change of
+// ones always (for the change facts and the audit); with Metadata every change of
 // mode, owner, times, xattrs and the inode-flag ioctls (garbage in the
 // upper bits of the request included), and setxattrat, removexattrat and
 // file_setattr fail with ENOSYS; without it the rest is the kernel's (the
 // mount view refuses them).
 func TestProgramMetadata(t *testing.T) {
 	const garbage = 0xdead_beef_0000_0000
-	chmods := []string{"chmod", "fchmodat", "fchmodat2"}
-	rest := []string{"fchmod", "chown", "fchown", "lchown", "fchownat", "utime", "utimes", "futimesat", "utimensat",
+	chmods := []string{"chmod", "fchmodat", "fchmodat2", "fchmod"}
+	rest := []string{"chown", "fchown", "lchown", "fchownat", "utime", "utimes", "futimesat", "utimensat",
 		"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"}
 	for _, metadata := range []bool{false, true} {
 		s := Spec{Notify: true, Metadata: metadata}
@@ -186,10 +186,7 @@ func TestProgramMetadata(t *testing.T) {
 			if routed {
 				want = "notify"
 			}
-			if routed || name == "fchmod" {
-				// fchmod is in the table either way: without Metadata it is
-				// routed only when its mode asks for set-ID bits
-				// (TestProgramSetID).
+			if routed {
 				assert.Equal(t, KindMeta, tab[int32(nr)].Kind, name)
 				assert.Equal(t, unix.EROFS, tab[int32(nr)].Errno, name)
 			} else {
@@ -256,8 +253,8 @@ func TestSpecVariants(t *testing.T) {
 var atFDCWD = func() uint64 { v := int32(unix.AT_FDCWD); return uint64(uint32(v)) }()
 
 // TestProgramSetID: a call that would give a file set-ID bits is routed to
-// the supervisor with user notification (chmod and its *at forms always,
-// fchmod only then; creations are routed by their O_CREAT), and refused in
+// the supervisor with user notification (chmod, its *at forms and fchmod
+// always; creations are routed by their O_CREAT), and refused in
 // the kernel without it; the same calls with plain modes, or a mode that
 // an open without O_CREAT or O_TMPFILE ignores, go through.
 func TestProgramSetID(t *testing.T) {
@@ -278,7 +275,7 @@ func TestProgramSetID(t *testing.T) {
 	}{
 		{"fchmod", [6]uint64{3, 0o4755}, "notify", "EPERM"},
 		{"fchmod", [6]uint64{3, 0o2755 | garbage}, "notify", "EPERM"},
-		{"fchmod", [6]uint64{3, 0o755}, "allow", "allow"},
+		{"fchmod", [6]uint64{3, 0o755}, "notify", "allow"},
 		{"chmod", [6]uint64{0, 0o4755}, "notify", "EPERM"},
 		{"chmod", [6]uint64{0, 0o755}, "notify", "allow"},
 		{"fchmodat", [6]uint64{3, 0, 0o2775}, "notify", "EPERM"},

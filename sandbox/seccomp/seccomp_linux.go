@@ -55,7 +55,7 @@ const (
 	// none of which Landlock covers; the inode-flag ioctls (MetaIoctl) go
 	// with them under the ioctl rule.
 	// chmod, fchmodat and fchmodat2 are always routed (for the change
-	// facts); the rest only with Spec.Metadata, for a command that may
+	// facts), and fchmod with Spec.Notify; the rest only with Spec.Metadata, for a command that may
 	// get no mount view: the supervisor then judges the target and
 	// performs the call itself, or, with a mount view after all (whose
 	// read-only mounts refuse them), lets it continue.
@@ -169,8 +169,8 @@ type Spec struct {
 	// their target in memory behind flags the filter cannot see: they
 	// fail with ENOSYS, and callers fall back to the older calls.
 	// Without it (a mount view is expected, whose read-only mounts
-	// refuse these calls in the kernel) only chmod, fchmodat and
-	// fchmodat2 are routed, for the change facts.
+	// refuse these calls in the kernel) only chmod, fchmodat, fchmodat2
+	// and fchmod are routed, for the change facts and the audit.
 	Metadata bool
 	// OwnAddress (only with Inet) routes getsockname() to the listener:
 	// without a net namespace the command's inet sockets are bound to an
@@ -431,8 +431,10 @@ func table(s Spec) (map[int32]Rule, error) {
 			return nil, err
 		}
 	}
-	// fchmod: with Metadata, every call; otherwise only one whose mode has
-	// set-ID bits (SetIDBits), which the supervisor performs without them.
+	// fchmod: every call with Notify (with Metadata the supervisor
+	// performs it; otherwise it continues, or, when its mode has set-ID
+	// bits (SetIDBits), is performed without them); without Notify the
+	// kernel refuses set-ID bits.
 	if err := add("fchmod", Rule{Kind: KindMeta, Op: "chmod", Errno: unix.EROFS}); err != nil {
 		return nil, err
 	}
@@ -605,11 +607,11 @@ func build(s Spec) (*libseccomp.ScmpFilter, error) {
 			r.masked(call, act(rule), arg, unix.O_CREAT, unix.O_CREAT)
 			r.masked(call, act(rule), arg, unix.O_TRUNC, unix.O_TRUNC)
 		case "fchmod":
-			if s.Metadata {
+			if s.Notify {
+				// Every call: a mode change by descriptor of a file no
+				// routed call named (a hook made executable) is a change
+				// the supervisor must see (Notifier.MayHaveChanged).
 				r.plain(call, act(rule))
-			} else if s.Notify {
-				r.masked(call, act(rule), 1, unix.S_ISUID, unix.S_ISUID)
-				r.masked(call, act(rule), 1, unix.S_ISGID, unix.S_ISGID)
 			}
 		case "truncate":
 			if s.Notify {

@@ -81,7 +81,38 @@ type Audit struct {
 // spill directory) are left to the other layers. A cache (nil: none) keeps
 // what the walks read from one command to the next (see Cache).
 func Start(p modes.Policy, skip []string, cache *Cache) ([]*Audit, error) {
-	return StartOver(p, skip, "", "", cache)
+	return startOver(p, skip, "", "", cache, nil)
+}
+
+// CheckRoots returns the error Start would return for an audited root of p
+// it cannot open and search (missing, or not this user's to read), so that
+// a caller running StartStoppable beside the command can refuse the
+// command first, as Start's caller does.
+func CheckRoots(p modes.Policy) error {
+	for _, r := range p.AuditedRoots() {
+		fd, err := unix.Open(r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = searchable(fd)
+			unix.Close(fd)
+		}
+		if err != nil {
+			return fmt.Errorf("audit: %s: %w", r, &os.PathError{Op: "open", Path: r, Err: err})
+		}
+	}
+	return nil
+}
+
+// ErrStopped is StartStoppable's error once its stop was closed.
+var ErrStopped = errors.New("audit: the start walk was abandoned")
+
+// StartStoppable is Start for a walk beside the command's start: one
+// walker, leaving the other CPUs to the command, abandoned as soon as stop
+// is closed (it then returns ErrStopped, having kept nothing of its walks in
+// cache). A command that makes no notified call changes nothing in the
+// audited roots, so its start walk need not finish (see package sandbox,
+// startWalk).
+func StartStoppable(p modes.Policy, skip []string, cache *Cache, stop <-chan struct{}) ([]*Audit, error) {
+	return startOver(p, skip, "", "", cache, stop)
 }
 
 // StartOver is Start with the audited root `root` read at `over` instead: a
@@ -90,13 +121,20 @@ func Start(p modes.Policy, skip []string, cache *Cache) ([]*Audit, error) {
 // held by the kernel, and Finish neutralizes one by removing it from over,
 // which reverts the path to what root holds.
 func StartOver(p modes.Policy, skip []string, root, over string, cache *Cache) ([]*Audit, error) {
+	return startOver(p, skip, root, over, cache, nil)
+}
+
+func startOver(p modes.Policy, skip []string, root, over string, cache *Cache, stop <-chan struct{}) ([]*Audit, error) {
 	var out []*Audit
 	for _, r := range p.AuditedRoots() {
 		a := &Audit{root: r, git: map[string]stamp{}, cache: cache}
 		if r == root {
 			a.at = over
 		}
-		if err := a.start(p, skip); err != nil {
+		if err := a.start(p, skip, stop); err != nil {
+			if errors.Is(err, ErrStopped) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("audit: %s: %w", a.dir(), err)
 		}
 		out = append(out, a)
@@ -104,7 +142,7 @@ func StartOver(p modes.Policy, skip []string, root, over string, cache *Cache) (
 	return out, nil
 }
 
-func (a *Audit) start(p modes.Policy, skip []string) error {
+func (a *Audit) start(p modes.Policy, skip []string, stop <-chan struct{}) error {
 	for _, pp := range p.Protected {
 		if !modes.Within(pp, a.root) || pp == a.root {
 			continue
@@ -121,6 +159,7 @@ func (a *Audit) start(p modes.Policy, skip []string) error {
 		return err
 	}
 	defer v.close()
+	v.stop = stop
 	fi, err := v.top.Lstat(".")
 	if err != nil {
 		return err
@@ -130,9 +169,16 @@ func (a *Audit) start(p modes.Policy, skip []string) error {
 	// (A directory it could not read now — a dead mount — is no reason
 	// to refuse the command: what is there at the end and was not
 	// recorded counts as new, and an incomplete walk then is reported.)
-	sc, err := scanGit(v, nil, a.cache.settleTime(), a.cache.get(a.root), a.cache.index())
+	prev, ok := a.cache.getUnless(a.root, stop)
+	if !ok {
+		return ErrStopped
+	}
+	sc, err := scanGit(v, nil, a.cache.settleTime(), prev, a.cache.index())
 	if err != nil {
 		return err
+	}
+	if v.stopped() {
+		return ErrStopped // an abandoned walk is no record of the root
 	}
 	a.started = sc
 	if a.at == "" {

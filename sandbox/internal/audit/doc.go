@@ -28,9 +28,13 @@
 // kernel lost events.
 //
 // It is its own package, not part of the supervisor: it never sees a
-// notification and runs only before the command starts and after it has
-// ended, so it must never run while a process of the command lives (nothing
-// may race its walk or its renames). It walks through descriptors and an
+// notification. Its start walk runs before the command can change anything
+// — before the command starts, or beside the command's start while the
+// supervisor holds the command's first call that may change a file
+// ([StartStoppable], abandoned when the command ended having made none) —
+// and Finish after the command ended: it must never run while a process of
+// the command can change what it reads (nothing may race its walk or its
+// renames). It walks through descriptors and an
 // os.Root of each audited root and must never follow a symlink out of it or
 // descend through one, nor skip what it cannot read. It changes nothing but
 // the entries it renames aside ("<name>.dsh-quarantined") — or, in a

@@ -189,8 +189,12 @@ func scanGit(v *view, forced map[string]bool, settle time.Duration, prev *gitSca
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: v.topPath, Err: err}
 	}
+	workers := walkWorkers()
+	if v.stop != nil {
+		workers = 1 // beside a command: the other CPUs are the command's
+	}
 	w := &gitWalk{
-		v: v, forced: forced, workers: walkWorkers(),
+		v: v, forced: forced, workers: workers,
 		sc:     &gitScan{dirs: map[string]bool{}, pointers: map[string]string{}},
 		listed: map[gitEntryKey]bool{}, local: map[uint64]fsKind{},
 	}
@@ -550,6 +554,14 @@ func searchable(fd int) error {
 func (k *walker) dir(t walkTask) {
 	w := k.w
 	fd, rel, depth, lowerVis := t.fd, t.rel, t.depth, t.lowerVis
+	if w.v.stopped() {
+		// Abandoned: the rest of the walk only closes what it holds.
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		w.partial.Store(true)
+		return
+	}
 	ents, vouched := []dirent(nil), t.vouched != nil
 	if vouched {
 		ents = t.vouched.ents
@@ -624,6 +636,9 @@ func (k *walker) dir(t walkTask) {
 		fd = -1
 	}
 	for _, name := range subdirs {
+		if w.v.stopped() {
+			break
+		}
 		childRel := path.Join(rel, name)
 		if r := w.prev[childRel]; vouched && w.idx.unchanged(r) {
 			// Its parent unchanged, the name is still r's directory.
@@ -801,6 +816,8 @@ type Cache struct {
 	// listedSinceRead: a walk put since ReadRecords (or ever) listed a
 	// directory, so its records may differ from those read.
 	listedSinceRead bool
+	// loading, when not nil, is closed once LoadRecords' records are in.
+	loading chan struct{}
 }
 
 // SetWatch sets whether the cache watches what its walks record; it takes
@@ -849,12 +866,22 @@ func (c *Cache) settleTime() time.Duration {
 
 // get returns the records of root, nil with none; never changed after.
 func (c *Cache) get(root string) *gitScan {
+	sc, _ := c.getUnless(root, nil)
+	return sc
+}
+
+// getUnless is get, given up (false) once stop is closed while it waits
+// for LoadRecords' records.
+func (c *Cache) getUnless(root string, stop <-chan struct{}) (*gitScan, bool) {
 	if c == nil {
-		return nil
+		return nil, true
+	}
+	if !c.waitLoadUnless(stop) {
+		return nil, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.scans[root]
+	return c.scans[root], true
 }
 
 // put replaces the last walk of root, sc, a complete walk that recorded,
@@ -863,6 +890,7 @@ func (c *Cache) put(root string, sc *gitScan) {
 	if c == nil || sc.read == nil || sc.err != nil {
 		return
 	}
+	c.waitLoad()
 	c.mu.Lock()
 	if c.scans == nil {
 		c.scans = map[string]*gitScan{}

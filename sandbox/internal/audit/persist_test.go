@@ -4,11 +4,15 @@ package audit
 
 import (
 	"bytes"
+	"io"
+	"io/fs"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
 // TestRecordsBetweenProcesses: records written by one cache and read by
@@ -97,4 +101,76 @@ func TestRecordsBetweenProcesses(t *testing.T) {
 		assert.ErrorIs(t, c2.ReadRecords(&buf), ErrRecords, "%+v", tc)
 	}
 	assert.Same(t, same, c2.get(ws))
+}
+
+// TestLoadRecords: records loaded in the background serve the next walk as
+// ReadRecords' do (a get waits for them), and RecordsChanged does not wait:
+// no walk put since. A file it cannot take leaves the cache as it was.
+func TestLoadRecords(t *testing.T) {
+	ws, v := fortyDirs(t)
+	waitTick(t)
+	first, err := scanGit(v, nil, time.Nanosecond, nil, nil)
+	require.NoError(t, err)
+	var c1 Cache
+	c1.put(ws, first)
+	var buf bytes.Buffer
+	_, err = c1.WriteRecords(&buf)
+	require.NoError(t, err)
+
+	var c2 Cache
+	pr, pw := io.Pipe()
+	c2.LoadRecords(pr)
+	assert.False(t, c2.RecordsChanged(), "nothing put while loading")
+	got := make(chan *gitScan, 1)
+	go func() { got <- c2.get(ws) }()
+	select {
+	case <-got:
+		t.Fatal("get returned before the records were in")
+	case <-time.After(20 * time.Millisecond):
+	}
+	_, err = pw.Write(buf.Bytes())
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	prev := <-got
+	require.NotNil(t, prev)
+	assert.Equal(t, len(first.read), len(prev.read))
+
+	// Given up by a stopped walk while loading.
+	var c3 Cache
+	pr3, pw3 := io.Pipe()
+	defer pw3.Close()
+	c3.LoadRecords(pr3)
+	stop := make(chan struct{})
+	close(stop)
+	_, ok := c3.getUnless(ws, stop)
+	assert.False(t, ok)
+
+	c2.LoadRecords(bytes.NewReader([]byte("damaged")))
+	assert.Same(t, prev, c2.get(ws), "a refused file changes nothing")
+}
+
+// TestStartStoppable: a start walk whose stop is closed returns ErrStopped
+// and leaves its cache as it was; one not stopped is Start.
+func TestStartStoppable(t *testing.T) {
+	ws, _ := fortyDirs(t)
+	p := modes.Policy{Mode: modes.WorkspaceWrite, Workspace: ws, WritableRoots: []string{ws}}
+	var c Cache
+	stop := make(chan struct{})
+	close(stop)
+	_, err := StartStoppable(p, nil, &c, stop)
+	assert.ErrorIs(t, err, ErrStopped)
+	assert.Nil(t, c.get(ws), "an abandoned walk keeps nothing")
+
+	audits, err := StartStoppable(p, nil, &c, make(chan struct{}))
+	require.NoError(t, err)
+	require.Len(t, audits, 1)
+	want, err := Start(p, nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want[0].git, audits[0].git)
+	assert.Equal(t, want[0].gitDirs, audits[0].gitDirs)
+
+	missing := p
+	missing.Workspace, missing.WritableRoots = ws+"/missing", []string{ws + "/missing"}
+	assert.ErrorIs(t, CheckRoots(missing), fs.ErrNotExist)
+	assert.NoError(t, CheckRoots(p))
 }

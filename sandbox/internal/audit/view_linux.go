@@ -30,6 +30,19 @@ type view struct {
 	abs string
 	// home is the user's home, for a config's "~/" ("": none).
 	home string
+	// stop, when not nil, is set to abandon a walk of this view (see
+	// StartStoppable), which then runs beside the command, on one CPU.
+	stop <-chan struct{}
+}
+
+// stopped reports whether a walk of v is to be abandoned.
+func (v *view) stopped() bool {
+	select {
+	case <-v.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // openView opens the audited root abs, read at at instead when at is not

@@ -12,7 +12,8 @@
 // (bounded_linux.go).
 //
 // Package sandbox needs only [NewNotifier], [Notifier.Run],
-// [Notifier.Finish], [Notifier.NoPidfdGetfd] and [OpenGuardFor] from it. It reads the target through
+// [Notifier.Finish], [Notifier.NoPidfdGetfd], [Notifier.MayHaveChanged] and
+// [OpenGuardFor] from it. It reads the target through
 // sandbox/internal/resolve, records denials in a sandbox/internal/facts Log,
 // and asks sandbox/internal/mountplan which /proc entries are global.
 //
@@ -51,5 +52,9 @@
 //     reused pid never hands it another process.
 //
 // The git audit is not here (sandbox/internal/audit): it handles no
-// notification and runs only while no process of the command lives.
+// notification. Its start walk may run beside the command's start; then the
+// notifier holds the first call that may change a file until the walk is
+// done (Config.FirstCall: the supervisor's own bounded work, not a wait on
+// the command's behalf) and reports whether any such call went through
+// ([Notifier.MayHaveChanged]).
 package supervisor

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +60,12 @@ type Notifier struct {
 	keeper     int        // the runner's inner keeper, 0 with a pid namespace (SetKeeper)
 	own        ownSockets // socket files the sandbox bound
 	lost       lostBinds  // binds whose answer a signal lost (restart_linux.go)
+	// firstCall and firstErr: Config.FirstCall, and what it returned
+	// (gate); mayChange: see MayHaveChanged.
+	firstCall func() error
+	firstOnce sync.Once
+	firstErr  error
+	mayChange atomic.Bool
 	// beforeAnswer, when set (by tests), runs before each answer.
 	beforeAnswer func(req *seccomp.Notif)
 	guard        OpenGuard // what Landlock cannot stop in this run
@@ -194,6 +202,14 @@ type Config struct {
 	Ruleset *os.File
 	// Guard is what the notifier refuses outright (see OpenGuardFor).
 	Guard OpenGuard
+	// FirstCall, when not nil, runs once, before the first call that may
+	// change a file (see writesFiles) is let through or performed: the
+	// audit's start walk, run beside the command, which must see the
+	// writable roots as they were before the command changed anything —
+	// and every change a confined command makes there is such a call. An
+	// error fails that call and every later one with EIO, each with a
+	// fact: nothing changes unaudited.
+	FirstCall func() error
 }
 
 // NewNotifier serves listener fd of a filter built from c.Spec. It owns fd
@@ -226,7 +242,8 @@ func NewNotifier(fd int, c Config) (_ *Notifier, err error) {
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
 	return &Notifier{fd: fd, rootfd: -1, table: table, policy: c.Policy, facts: c.Denials, changes: c.Changes, done: make(chan struct{}),
-		stopR: stop[0], stopW: stop[1], ruleset: rs, restricted: restrictedThread{ruleset: rs}, relay: c.Relay, relayStart: start, guard: c.Guard}, nil
+		stopR: stop[0], stopW: stop[1], ruleset: rs, restricted: restrictedThread{ruleset: rs}, relay: c.Relay, relayStart: start, guard: c.Guard,
+		firstCall: c.FirstCall}, nil
 }
 
 // stopped reports whether stop was called.
@@ -288,9 +305,43 @@ func (n *Notifier) Run() {
 			}
 			break
 		}
+		if k := n.table[req.Nr].Kind; writesFiles(k) && k != seccomp.KindPath && n.gate() != nil {
+			// (What the supervisor may perform waits here; a path call,
+			// only to be let through: respond.)
+			n.respond(req, n.unaudited(req))
+			continue
+		}
 		n.handle(req)
 	}
 	n.conns.Wait()
+}
+
+// MayHaveChanged reports whether a notified call may have changed a file
+// (see writesFiles): one let through to the kernel (whatever path the
+// supervisor read, which a racing thread can change before the kernel reads
+// it) or performed by the supervisor. Calls refused before the kernel saw
+// them change nothing. Once Run ended, false means no process of the
+// sandbox changed anything in the writable roots (see Config.FirstCall).
+func (n *Notifier) MayHaveChanged() bool { return n.mayChange.Load() }
+
+// gate runs Config.FirstCall once, and returns its error.
+func (n *Notifier) gate() error {
+	n.firstOnce.Do(func() {
+		if n.firstCall != nil {
+			n.firstErr = n.firstCall()
+		}
+	})
+	return n.firstErr
+}
+
+// unaudited fails a call because Config.FirstCall failed.
+func (n *Notifier) unaudited(req *seccomp.Notif) verdict {
+	name := n.table[req.Nr].Name
+	if name == "" {
+		name = strconv.Itoa(int(req.Nr))
+	}
+	return verdict{errno: unix.EIO, fact: &facts.Denial{Op: "git-control", Syscall: name, Errno: "EIO",
+		Reason: "the audit could not read the writable roots before this call: " + n.firstErr.Error()}}
 }
 
 // Finish waits for Run to end once the sandbox's processes are gone, and
@@ -332,6 +383,14 @@ func (n *Notifier) respond(req *seccomp.Notif, v verdict) {
 	if n.beforeAnswer != nil {
 		n.beforeAnswer(req)
 	}
+	if writesFiles(n.table[req.Nr].Kind) && !v.abandon {
+		if v.cont && n.gate() != nil {
+			v = n.unaudited(req)
+		}
+		if v.cont || v.errno == 0 {
+			n.mayChange.Store(true)
+		}
+	}
 	var err error
 	switch {
 	case v.abandon:
@@ -349,6 +408,15 @@ func (n *Notifier) respond(req *seccomp.Notif, v verdict) {
 	if errors.Is(err, unix.ENOENT) && v.lost != nil {
 		n.lost.add(*v.lost)
 	}
+}
+
+// writesFiles reports whether a call of kind k, let through or performed,
+// may change a file: a path call, a change of metadata, a bind (a socket
+// file). Socket calls reach only the sandbox's own sockets and the egress
+// proxy, IPC objects and signals are no files, and a denied call did
+// nothing.
+func writesFiles(k seccomp.Kind) bool {
+	return k == seccomp.KindPath || k == seccomp.KindMeta || k == seccomp.KindBind
 }
 
 func (n *Notifier) handle(req *seccomp.Notif) {
@@ -529,6 +597,11 @@ func (n *Notifier) pathVerdict(req *seccomp.Notif, rule seccomp.Rule) verdict {
 		}
 		if n.otherTerminal(t, p) {
 			return n.deny(rule, errno, p, "")
+		}
+		if flags != 0 && p == "/dev/tty" && noTerminal(t, req) {
+			// Bash opens it at every start: the kernel's answer, without
+			// letting the call through (see MayHaveChanged).
+			return verdict{errno: unix.ENXIO}
 		}
 		// Removing or renaming an ancestor of a protected path would let
 		// a command rebuild it elsewhere (the mount view pins these); so

@@ -46,14 +46,13 @@ func (s sandboxThread) do(f func()) {
 	<-done
 }
 
-// notifyProgram is a filter that allows everything but notifies
-// routedCalls.
-func notifyProgram(t *testing.T) []byte {
+// notifyProgram is a filter that allows everything but notifies calls.
+func notifyProgram(t *testing.T, calls []string) []byte {
 	t.Helper()
 	f, err := libseccomp.NewFilter(libseccomp.ActAllow)
 	require.NoError(t, err)
 	defer f.Release()
-	for _, name := range routedCalls {
+	for _, name := range calls {
 		nr, err := libseccomp.GetSyscallFromName(name)
 		require.NoError(t, err)
 		require.NoError(t, f.AddRule(nr, libseccomp.ActNotify))
@@ -74,10 +73,18 @@ func notifyProgram(t *testing.T) []byte {
 // pidfd_getfd. It returns the thread and the notifier's denial log.
 func startSandbox(t *testing.T, ws string, copies, sharedFS bool, setup ...func(*Notifier)) (sandboxThread, *facts.Log) {
 	t.Helper()
+	s, log, _ := startRouted(t, ws, routedCalls, copies, sharedFS, setup...)
+	return s, log
+}
+
+// startRouted is startSandbox with the thread's calls in routed notified,
+// and the Notifier returned too.
+func startRouted(t *testing.T, ws string, routed []string, copies, sharedFS bool, setup ...func(*Notifier)) (sandboxThread, *facts.Log, *Notifier) {
+	t.Helper()
 	if !seccomp.NotifySupported() {
 		t.Skip("no seccomp user notification here")
 	}
-	prog := notifyProgram(t)
+	prog := notifyProgram(t, routed)
 	calls := make(chan func())
 	lfd := make(chan int, 1)
 	go func() {
@@ -116,7 +123,7 @@ func startSandbox(t *testing.T, ws string, copies, sharedFS bool, setup ...func(
 		close(calls) // the thread ends, and with it the filter's last user
 		n.Finish(5 * time.Second)
 	})
-	return sandboxThread{calls: calls}, log
+	return sandboxThread{calls: calls}, log, n
 }
 
 // strategies are the ways the notifier reaches a command's sockets.

@@ -17,7 +17,7 @@ import (
 // command can change after the check):
 //
 //   - a change of mode (chmod, fchmod, fchmodat, fchmodat2) whose mode has
-//     them: the filter routes it (fchmod only when its mode does), and the
+//     them: the filter routes it (fchmod always, with notification), and the
 //     supervisor performs it without them (stripSetID: a directory keeps
 //     its set-group-ID bit, which only makes new entries inherit its
 //     group), with a fact; the call succeeds, as chmod g+s by a non-member

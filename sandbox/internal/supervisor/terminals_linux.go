@@ -13,6 +13,7 @@ import (
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
 
 // hostDevpts is the set of devpts instances mounted on the host (by device
@@ -70,4 +71,26 @@ func devptsInstances() map[uint64]bool {
 		}
 	}
 	return out
+}
+
+// noTerminal reports whether an open of /dev/tty by the notified process
+// would fail with ENXIO: the path is the tty device in the target's root
+// and the process has no controlling terminal (field tty_nr of its stat;
+// read while the process waits in the call, so the pid is still its own).
+func noTerminal(t *resolve.Target, req *seccomp.Notif) bool {
+	var st unix.Stat_t
+	if unix.Fstatat(t.RootFD, "dev/tty", &st, 0) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(5, 0) {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(req.Pid)) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return false
+	}
+	// state ppid pgrp session tty_nr
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 4 && f[4] == "0"
 }

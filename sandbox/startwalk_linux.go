@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/audit"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
+)
+
+// startWalk is the audit's start walk run beside the command's start
+// instead of before it. Every change a confined command with a supervisor
+// makes in its writable roots is a notified call (the filter routes every
+// write-like call, a change of mode or a bind, and with the network off a
+// command can reach nothing outside the sandbox that writes for it), so
+// the supervisor holds the first notified call until the walk is done
+// (supervisor.Config.FirstCall): the walk still sees the roots as they were
+// before the command changed anything. A command that made no notified call
+// changed nothing there: its walk is abandoned and no walk runs at its end.
+// That is the audit's whole cost for `cat`, `grep`, `ls` or `git log`,
+// whatever the size of the workspace.
+type startWalk struct {
+	stop   chan struct{}
+	done   chan struct{}
+	audits []*audit.Audit
+	err    error
+}
+
+// beginStartWalk starts the walk of c's audited roots.
+func (c *Cmd) beginStartWalk() *startWalk {
+	w := &startWalk{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		w.audits, w.err = audit.StartStoppable(c.Policy, c.AuditSkip, c.AuditCache.cache(), w.stop)
+	}()
+	return w
+}
+
+// wait waits for the walk and returns its error.
+func (w *startWalk) wait() error {
+	<-w.done
+	return w.err
+}
+
+// abandon stops the walk and waits for it to end.
+func (w *startWalk) abandon() {
+	close(w.stop)
+	<-w.done
+}
+
+// walksBeside reports whether c's start walk may run beside the command's
+// start: the command is confined with a supervisor, which sees each of its
+// changes (see startWalk) — not with the network open or an allowlist (a
+// service on the host's loopback or network, reached by a connect that
+// changes no file, could write for it), not in a
+// transaction (its upper layer is audited, as it was at the start), and not
+// given a file open for writing that may lie in an audited root (a write to
+// it is no notified call).
+func (c *Cmd) walksBeside() bool {
+	p := c.Policy
+	roots := p.AuditedRoots()
+	if !c.prep.notify || !p.Mode.Confines() || p.Network || p.Allowlist != nil || c.Transaction != nil || len(roots) == 0 {
+		return false
+	}
+	for _, f := range append([]*os.File{c.Stdin, c.Stdout, c.Stderr}, c.ExtraFiles...) {
+		if f != nil && mayWriteIn(f, roots) {
+			return false
+		}
+	}
+	return true
+}
+
+// mayWriteIn reports whether f is a regular file open for writing that is,
+// or may be, a file in roots: named there, linked more than once (another
+// name may be there), or of a path that cannot be told.
+func mayWriteIn(f *os.File, roots []string) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return true
+	}
+	may := true
+	rc.Control(func(fd uintptr) {
+		var st unix.Stat_t
+		if unix.Fstat(int(fd), &st) != nil {
+			return
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			may = false
+			return
+		}
+		if fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0); err == nil && fl&unix.O_ACCMODE == unix.O_RDONLY {
+			may = false
+			return
+		}
+		if st.Nlink != 1 {
+			return
+		}
+		// The path of the open file itself (no symlink in it); a file
+		// deleted since has none.
+		path, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(fd)))
+		if err != nil || !filepath.IsAbs(path) || strings.HasSuffix(path, " (deleted)") {
+			return
+		}
+		may = slices.ContainsFunc(roots, func(r string) bool { return modes.Within(path, r) })
+	})
+	return may
+}
