@@ -736,6 +736,10 @@ func (c *Cmd) monitor() {
 			if w.wait() == nil {
 				c.audits = w.audits
 			}
+		} else if c.AuditCache != nil && c.AuditCache.Watch {
+			// Nothing changed, nothing to audit; but a watched cache's
+			// next walk is cheap only after a whole one: keep this one.
+			w.wait()
 		} else {
 			// Nothing let through or performed: nothing changed,
 			// nothing to audit.
