@@ -15,6 +15,7 @@ import (
 type Info struct {
 	PID, PPID int
 	State     byte
+	TTY       int    // the controlling terminal's device number, 0: none
 	Start     uint64 // start time, in clock ticks since boot
 }
 
@@ -37,11 +38,12 @@ func ReadStat(pid int) (Info, bool) {
 		return Info{}, false
 	}
 	ppid, err1 := strconv.Atoi(f[1])
-	start, err2 := strconv.ParseUint(f[19], 10, 64)
-	if err1 != nil || err2 != nil {
+	tty, err2 := strconv.Atoi(f[4])
+	start, err3 := strconv.ParseUint(f[19], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
 		return Info{}, false
 	}
-	return Info{PID: pid, PPID: ppid, State: f[0][0], Start: start}, true
+	return Info{PID: pid, PPID: ppid, State: f[0][0], TTY: tty, Start: start}, true
 }
 
 // Alive reports whether the process of pidfd fd has not exited.

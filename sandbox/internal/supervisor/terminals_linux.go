@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/proc"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/resolve"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
@@ -82,15 +83,6 @@ func noTerminal(t *resolve.Target, req *seccomp.Notif) bool {
 	if unix.Fstatat(t.RootFD, "dev/tty", &st, 0) != nil || st.Mode&unix.S_IFMT != unix.S_IFCHR || st.Rdev != unix.Mkdev(5, 0) {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(req.Pid)) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return false
-	}
-	// state ppid pgrp session tty_nr
-	f := strings.Fields(string(b[i+1:]))
-	return len(f) > 4 && f[4] == "0"
+	info, ok := proc.ReadStat(int(req.Pid))
+	return ok && info.TTY == 0
 }
