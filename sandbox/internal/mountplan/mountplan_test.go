@@ -195,11 +195,30 @@ func TestMountPlanDevicesAndProc(t *testing.T) {
 			assert.Contains(t, globals, g)
 		}
 	}
+	// The instance is read-only while its global entries are bound (a
+	// bind takes its mount's flags), then writable again.
+	remounts := func(ro bool) []int {
+		var at []int
+		for i, o := range ops {
+			if o.tgt == "/proc" && o.flags&unix.MS_REMOUNT != 0 && (o.flags&unix.MS_RDONLY != 0) == ro {
+				at = append(at, i)
+			}
+		}
+		return at
+	}
+	require.Len(t, remounts(true), 1, "/proc remounted read-only once")
+	require.Len(t, remounts(false), 1, "/proc remounted writable once")
+	roAt, rwAt := remounts(true)[0], remounts(false)[0]
+	require.Greater(t, roAt, proc)
+	assert.Equal(t, uint64(unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC), ops[rwAt].flags&^uint64(unix.MS_NOATIME|unix.MS_NODIRATIME|unix.MS_RELATIME))
+	assert.Equal(t, "hard", ops[roAt].mode)
+	assert.Equal(t, "hard", ops[rwAt].mode)
 	for _, g := range globals {
 		assert.True(t, ProcGlobal(g), g)
 		bind := index(func(o planOp) bool { return o.src == g && o.tgt == g })
-		require.Greater(t, bind, proc, "%s bound after the fresh /proc", g)
-		assert.NotZero(t, ops[bind+1].flags&unix.MS_RDONLY, "%s read-only", g)
+		require.Greater(t, bind, roAt, "%s bound after /proc is read-only", g)
+		require.Less(t, bind, rwAt, "%s bound before /proc is writable again", g)
+		assert.Equal(t, uint64(unix.MS_BIND|unix.MS_REC), ops[bind].flags)
 		assert.Contains(t, checks, g)
 	}
 	assert.NotContains(t, globals, "/proc/self")
