@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -258,14 +257,18 @@ func recordedBoot(dfd int) string {
 func openDirAt(dfd int, p string) (int, error) {
 	cur := dfd
 	for _, name := range strings.Split(p, "/") {
-		var st unix.Stat_t
-		err := unix.Fstatat(cur, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o700 != 0o700 {
-			err = unix.Fchmodat(cur, name, 0o700, 0)
-		}
-		var fd int
-		if err == nil {
-			fd, err = unix.Openat(cur, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		// Opened as it is where the mode lets this user (root always): a
+		// change of mode is a write to the entry's filesystem.
+		fd, err := unix.Openat(cur, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.EACCES) {
+			var st unix.Stat_t
+			err = unix.Fstatat(cur, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+			if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o700 != 0o700 {
+				err = unix.Fchmodat(cur, name, 0o700, 0)
+			}
+			if err == nil {
+				fd, err = unix.Openat(cur, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			}
 		}
 		if cur != dfd {
 			unix.Close(cur)
@@ -411,14 +414,15 @@ func removeAt(dfd int, name string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return ignoreMissing(unix.Unlinkat(dfd, name, 0))
 	}
-	if st.Mode&0o700 != 0o700 {
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EACCES) && st.Mode&0o700 != 0o700 {
 		// Fstatat said a directory, and no command runs in the entry
 		// (its lock is held): nothing can swap it for a link.
 		if err := unix.Fchmodat(dfd, name, 0o700, 0); err != nil {
 			return err
 		}
+		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	}
-	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
@@ -448,11 +452,25 @@ func ignoreMissing(err error) error {
 // isEmpty reports whether directory dir has no entry (false when it cannot
 // be read).
 func isEmpty(dir string) bool {
-	f, err := os.Open(dir)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return false
 	}
-	defer f.Close()
-	_, err = f.Readdirnames(1)
-	return err == io.EOF
+	defer unix.Close(fd)
+	// A small buffer: the kernel stops after a few entries, however many
+	// the cache holds.
+	var buf [512]byte
+	for {
+		n, err := unix.Getdents(fd, buf[:])
+		if err != nil {
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		if len(names) > 0 { // "." and ".." are left out
+			return false
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package cachestore
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -187,5 +188,34 @@ func TestAtLeast(t *testing.T) {
 		{"4.19.0", false}, {"10.0", true}, {"5.14.0-427.el9.x86_64", true}, {"junk", false},
 	} {
 		assert.Equal(t, tc.want, atLeast(tc.rel, 5, 10), tc.rel)
+	}
+}
+
+// TestIsEmpty: a directory is empty when it lists nothing but "." and "..",
+// however many entries the others hold; what cannot be read is not empty.
+func TestIsEmpty(t *testing.T) {
+	dir := t.TempDir()
+	many := filepath.Join(dir, "many")
+	require.NoError(t, os.Mkdir(many, 0o700))
+	for i := range 300 {
+		require.NoError(t, os.WriteFile(filepath.Join(many, fmt.Sprintf("entry-with-a-long-name-%03d", i)), nil, 0o600))
+	}
+	one := filepath.Join(dir, "one")
+	require.NoError(t, os.MkdirAll(filepath.Join(one, "sub"), 0o700))
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.Mkdir(empty, 0o700))
+	file := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	for _, tc := range []struct {
+		dir  string
+		want bool
+	}{
+		{empty, true},
+		{one, false},
+		{many, false},
+		{file, false},
+		{filepath.Join(dir, "missing"), false},
+	} {
+		assert.Equal(t, tc.want, isEmpty(tc.dir), tc.dir)
 	}
 }
