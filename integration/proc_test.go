@@ -356,3 +356,72 @@ func TestTIOCSTIControl(t *testing.T) {
 		requireExit(t, r, 0)
 	})
 }
+
+// btrfsScript calls the btrfs subvolume ioctls and fscrypt's key removal on
+// the working directory and prints each one's errno (0: done).
+const btrfsScript = `python3 -c '
+import fcntl, os
+fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+for name, req, at in (("SUBVOL_CREATE", 0x5000940e, 8), ("SUBVOL_CREATE_V2", 0x50009418, 56),
+                      ("SNAP_CREATE_V2", 0x50009417, 56), ("SNAP_DESTROY", 0x5000940f, 8),
+                      ("SUBVOL_SETFLAGS", 0x4008941a, 8), ("REMOVE_ENCRYPTION_KEY", 0xc0406618, 8)):
+    buf = bytearray(4096)
+    buf[0:8] = fd.to_bytes(8, "little")
+    buf[at:at + 3] = b"sub"
+    try:
+        fcntl.ioctl(fd, req, buf)
+        print(name, 0, flush=True)
+    except OSError as e:
+        print(name, e.errno, flush=True)
+'`
+
+// TestBtrfsSubvolumeIoctlsDenied: the btrfs ioctls that make a subvolume or
+// a snapshot (a directory entry the kernel creates without Landlock's path
+// hooks, through a descriptor opened for reading), remove one or change one,
+// and fscrypt's key removal, are refused (EPERM) with a fact in every
+// confined mode and host configuration — on any filesystem: here the
+// workspace's, which answers ENOTTY to the btrfs ones unconfined
+// (TestBtrfsSubvolumeIoctlsControl). Measured on a btrfs loop mount
+// (2026-12-06): under Docker's profile (no mount view) a workspace-write
+// command made a subvolume outside its writable roots before this.
+func TestBtrfsSubvolumeIoctlsDenied(t *testing.T) {
+	forEachHost(t, func(t *testing.T, h hostConfig, id identity) {
+		for _, mode := range confinedModes {
+			t.Run(mode, func(t *testing.T) {
+				ws := id.workspace(t)
+				r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash(btrfsScript), Dir: ws})
+				requireExit(t, r, 0)
+				for _, name := range []string{"SUBVOL_CREATE", "SUBVOL_CREATE_V2", "SNAP_CREATE_V2", "SNAP_DESTROY", "SUBVOL_SETFLAGS", "REMOVE_ENCRYPTION_KEY"} {
+					if !hasLine(r.Stdout, fmt.Sprintf("%s %d", name, unix.EPERM)) {
+						t.Errorf("%s: want EPERM; stdout=%q", name, r.Stdout)
+					}
+				}
+				requireAbsent(t, filepath.Join(ws, "sub"))
+				requireSyscallDenial(t, r, mode, []string{"ioctl"}, []string{"BTRFS_IOC_SUBVOL_CREATE"})
+				requireSyscallDenial(t, r, mode, []string{"ioctl"}, []string{"BTRFS_IOC_SNAP_CREATE_V2"})
+				requireSyscallDenial(t, r, mode, []string{"ioctl"}, []string{"FS_IOC_REMOVE_ENCRYPTION_KEY"})
+			})
+		}
+	})
+}
+
+// TestBtrfsSubvolumeIoctlsControl: unconfined, the same calls reach the
+// workspace's filesystem, which answers for itself (ENOTTY where it is not
+// btrfs): the EPERM above is the sandbox's.
+func TestBtrfsSubvolumeIoctlsControl(t *testing.T) {
+	forEachIdentity(t, func(t *testing.T, id identity) {
+		ws := id.workspace(t)
+		r := id.run(t, runOpts{Flags: sandboxFlags("danger-full-access", ws), Argv: bash(btrfsScript), Dir: ws})
+		requireExit(t, r, 0)
+		var st unix.Statfs_t
+		if err := unix.Statfs(ws, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Type == unix.BTRFS_SUPER_MAGIC {
+			t.Fatalf("the workspace %s is on btrfs: this control expects another filesystem", ws)
+		}
+		if !hasLine(r.Stdout, fmt.Sprintf("SUBVOL_CREATE %d", unix.ENOTTY)) {
+			t.Errorf("want ENOTTY from the filesystem; stdout=%q", r.Stdout)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package seccomp
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -291,4 +292,52 @@ func TestProgramSetID(t *testing.T) {
 		assert.Equal(t, c.notified, actionName(run(t, notify, nr(c.name), c.args)), "%s %#o with notification", c.name, c.args)
 		assert.Equal(t, c.kernel, actionName(run(t, kernel, nr(c.name), c.args)), "%s %#o without", c.name, c.args)
 	}
+}
+
+// TestProgramDeniedIoctls: the denied ioctl requests are refused (EPERM)
+// without a supervisor and notified with one, garbage in the upper 32 bits
+// or not, and named; their neighbours are not. The btrfs requests are the
+// kernel headers' (linux/btrfs.h) where the encoding is x86's.
+func TestProgramDeniedIoctls(t *testing.T) {
+	const garbage = 0xdead_beef_0000_0000
+	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
+		for got, want := range map[uint64]uint64{
+			BtrfsIocSnapCreate: 0x50009401, BtrfsIocSubvolCreate: 0x5000940e, BtrfsIocSnapDestroy: 0x5000940f,
+			BtrfsIocSnapCreateV2: 0x50009417, BtrfsIocSubvolCreateV2: 0x50009418, BtrfsIocSubvolSetflags: 0x4008941a,
+			BtrfsIocSetReceivedSubvol: 0xc0c89425, BtrfsIocSnapDestroyV2: 0x5000943f,
+		} {
+			assert.Equal(t, want, got, "%s", DeniedIoctlName(got))
+		}
+	}
+	ioctl, err := libseccomp.GetSyscallFromName("ioctl")
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, notify := range []bool{false, true} {
+		prog, err := Program(Spec{Notify: notify})
+		require.NoError(t, err)
+		want := "EPERM"
+		if notify {
+			want = "notify"
+		}
+		for _, req := range []uint64{unix.TIOCSTI, unix.TIOCLINUX, UserfaultfdIocNew,
+			BtrfsIocSnapCreate, BtrfsIocSubvolCreate, BtrfsIocSnapDestroy, BtrfsIocSnapCreateV2,
+			BtrfsIocSubvolCreateV2, BtrfsIocSubvolSetflags, BtrfsIocSetReceivedSubvol, BtrfsIocSnapDestroyV2,
+			unix.FS_IOC_SET_ENCRYPTION_POLICY, unix.FS_IOC_ADD_ENCRYPTION_KEY,
+			unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS} {
+			name := DeniedIoctlName(req | garbage)
+			assert.NotEmpty(t, name, "%#x", req)
+			names[name] = true
+			for _, r := range []uint64{req, req | garbage} {
+				assert.Equal(t, want, actionName(run(t, prog, int32(ioctl), [6]uint64{1: r})), "ioctl %s %#x, notify=%v", name, r, notify)
+			}
+		}
+		// BTRFS_IOC_CLONE (a reflink into a descriptor opened for
+		// writing), BTRFS_IOC_SYNC, BTRFS_IOC_SUBVOL_GETFLAGS,
+		// FS_IOC_GET_ENCRYPTION_POLICY.
+		for _, req := range []uint64{0x40049409, 0x9408, 0x80089419, unix.FS_IOC_GET_ENCRYPTION_POLICY} {
+			assert.Empty(t, DeniedIoctlName(req), "%#x", req)
+			assert.Equal(t, "allow", actionName(run(t, prog, int32(ioctl), [6]uint64{1: req})), "ioctl %#x, notify=%v", req, notify)
+		}
+	}
+	assert.Len(t, names, len(deniedIoctls), "one name each")
 }

@@ -319,13 +319,80 @@ var nsFlags = []uint64{unix.CLONE_NEWNS, unix.CLONE_NEWCGROUP, unix.CLONE_NEWUTS
 // userfaultfd system call.
 const UserfaultfdIocNew = 0xAA00
 
+// The filesystem-state ioctls refused in every confined mode. Each takes a
+// descriptor opened for reading only (which Landlock and the supervisor
+// let through) and changes what is beyond the file: btrfs makes or removes
+// a directory entry — a subvolume, a snapshot (a copy of a whole subvolume
+// the caller owns) — without the path hooks Landlock mediates
+// (btrfs_mksubvol checks only the directory's mode), or changes a
+// subvolume the caller owns (read-only flag, received UUID); fscrypt sets
+// an empty directory's encryption policy, or adds or removes a key in the
+// filesystem's keyring (removing the user's claim locks the user's
+// encrypted files on the host). Only a read-only mount (the mount view's,
+// outside the writable roots) stops them in the kernel; no agent needs
+// them. _IOC(dir, 0x94, nr, size) for btrfs (BTRFS_IOCTL_MAGIC).
+const (
+	iocRead = unix.FS_IOC_GETFLAGS - (sizeofLong<<16 | 'f'<<8 | 1)
+
+	BtrfsIocSnapCreate        = iocWrite | 4096<<16 | 0x94<<8 | 1
+	BtrfsIocSubvolCreate      = iocWrite | 4096<<16 | 0x94<<8 | 14
+	BtrfsIocSnapDestroy       = iocWrite | 4096<<16 | 0x94<<8 | 15
+	BtrfsIocSnapCreateV2      = iocWrite | 4096<<16 | 0x94<<8 | 23
+	BtrfsIocSubvolCreateV2    = iocWrite | 4096<<16 | 0x94<<8 | 24
+	BtrfsIocSubvolSetflags    = iocWrite | 8<<16 | 0x94<<8 | 26
+	BtrfsIocSetReceivedSubvol = iocRead | iocWrite | 200<<16 | 0x94<<8 | 37
+	BtrfsIocSnapDestroyV2     = iocWrite | 4096<<16 | 0x94<<8 | 63
+)
+
+// DeniedIoctlName names a request of deniedIoctls ("" for any other).
+func DeniedIoctlName(req uint64) string {
+	switch req & 0xffffffff {
+	case unix.TIOCSTI:
+		return "TIOCSTI"
+	case unix.TIOCLINUX:
+		return "TIOCLINUX"
+	case UserfaultfdIocNew:
+		return "USERFAULTFD_IOC_NEW"
+	case BtrfsIocSnapCreate:
+		return "BTRFS_IOC_SNAP_CREATE"
+	case BtrfsIocSubvolCreate:
+		return "BTRFS_IOC_SUBVOL_CREATE"
+	case BtrfsIocSnapDestroy:
+		return "BTRFS_IOC_SNAP_DESTROY"
+	case BtrfsIocSnapCreateV2:
+		return "BTRFS_IOC_SNAP_CREATE_V2"
+	case BtrfsIocSubvolCreateV2:
+		return "BTRFS_IOC_SUBVOL_CREATE_V2"
+	case BtrfsIocSubvolSetflags:
+		return "BTRFS_IOC_SUBVOL_SETFLAGS"
+	case BtrfsIocSetReceivedSubvol:
+		return "BTRFS_IOC_SET_RECEIVED_SUBVOL"
+	case BtrfsIocSnapDestroyV2:
+		return "BTRFS_IOC_SNAP_DESTROY_V2"
+	case unix.FS_IOC_SET_ENCRYPTION_POLICY:
+		return "FS_IOC_SET_ENCRYPTION_POLICY"
+	case unix.FS_IOC_ADD_ENCRYPTION_KEY:
+		return "FS_IOC_ADD_ENCRYPTION_KEY"
+	case unix.FS_IOC_REMOVE_ENCRYPTION_KEY:
+		return "FS_IOC_REMOVE_ENCRYPTION_KEY"
+	case unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS:
+		return "FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS"
+	}
+	return ""
+}
+
 // The denied ioctl requests: TIOCSTI and TIOCLINUX inject terminal input /
 // drive the console; USERFAULTFD_IOC_NEW is the other door to userfaultfd,
 // which could stall the supervisor's reads of a command's memory (a fault on
 // a registered page waits for the command's handler). The device is 0600
 // root, so a root command could open it: Landlock's IOCTL_DEV (ABI 5) would
-// stop the ioctl, but not on older kernels nor without Landlock.
-var deniedIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX, UserfaultfdIocNew}
+// stop the ioctl, but not on older kernels nor without Landlock. Then the
+// filesystem-state requests (see BtrfsIocSnapCreate).
+var deniedIoctls = []uint64{unix.TIOCSTI, unix.TIOCLINUX, UserfaultfdIocNew,
+	BtrfsIocSnapCreate, BtrfsIocSubvolCreate, BtrfsIocSnapDestroy, BtrfsIocSnapCreateV2,
+	BtrfsIocSubvolCreateV2, BtrfsIocSubvolSetflags, BtrfsIocSetReceivedSubvol, BtrfsIocSnapDestroyV2,
+	unix.FS_IOC_SET_ENCRYPTION_POLICY, unix.FS_IOC_ADD_ENCRYPTION_KEY,
+	unix.FS_IOC_REMOVE_ENCRYPTION_KEY, unix.FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS}
 
 // index numbers the variants of Spec (a bit per field; specOf inverts it).
 func (s Spec) index() int {

@@ -750,13 +750,8 @@ func familyName(domain uint64) string {
 }
 
 func ioctlName(req uint64) string {
-	switch req & 0xffffffff {
-	case unix.TIOCSTI:
-		return "TIOCSTI"
-	case unix.TIOCLINUX:
-		return "TIOCLINUX"
-	case seccomp.UserfaultfdIocNew:
-		return "USERFAULTFD_IOC_NEW"
+	if name := seccomp.DeniedIoctlName(req); name != "" {
+		return name
 	}
 	return fmt.Sprintf("%#x", req)
 }
