@@ -39,6 +39,8 @@ func TestChangeFacts(t *testing.T) {
 			"echo n > .edit.tmp && mv .edit.tmp edit",    // an editor's save
 			"cat read > /dev/null",
 			"ln -s new link",
+			// A socket file: the supervisor binds it for the command.
+			`python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("sock")'`,
 			"echo x > $OUT/denied || true", // denied: not a change
 		}, "\n"))
 		if r.Exit != 0 {
@@ -63,6 +65,7 @@ func TestChangeFacts(t *testing.T) {
 			{Op: "mode", Path: p("run.sh"), Type: "file", Size: 10, Mode: "0755"},
 			{Op: "modified", Path: p("edit"), Type: "file", Size: 2, Mode: "0644"},
 			{Op: "created", Path: p("link"), Type: "symlink", Mode: "0777"},
+			{Op: "created", Path: p("sock"), Type: "other", Mode: "0755"},
 		}
 		for i := range want {
 			want[i].Root = ws // each change names its writable root

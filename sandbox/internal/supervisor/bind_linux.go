@@ -175,6 +175,9 @@ func (n *Notifier) bindFor(req *seccomp.Notif, rule seccomp.Rule, fd int, addr [
 		return errnoVerdict(err, 0) // a component changed since the check
 	}
 	defer unix.Close(dfd)
+	// The socket file is a change like any other (its state before the
+	// bind recorded first).
+	n.changes.Touch(t.RootFD, canon)
 	sa := append([]byte{unix.AF_UNIX & 0xff, unix.AF_UNIX >> 8}, base...)
 	if v, ok := n.bindOn(req, rule, sock, dfd, sa, umask, canon, ""); !ok {
 		return v
