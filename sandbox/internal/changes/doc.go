@@ -16,6 +16,11 @@
 // write), writes through a shared mmap of a file opened before, the
 // contents of a directory renamed or removed as a whole (the directory is
 // reported, not each entry), chmod/chown of a path the command named in no
-// write-like call, and a rewrite that keeps both the size and the
-// modification time (within the filesystem's timestamp granularity).
+// write-like call, a rewrite that keeps both the size and the modification
+// time (within the filesystem's timestamp granularity), a path another
+// thread rewrites between the supervisor's read and the kernel's (the call
+// is continued, and the kernel reads the path again), and a path the
+// supervisor cannot resolve (the kernel layers judge that call). So a
+// tracker's paths are facts for the report, never a bound on what the
+// command changed: nothing may skip a look because no path named it.
 package changes
