@@ -173,8 +173,8 @@ func TestJoinFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("JoinFiles on cgroup v1: %v", err)
 	}
-	if len(files) != len(g.v1) {
-		t.Fatalf("JoinFiles gave %d files, want one per hierarchy (%d)", len(files), len(g.v1))
+	if len(files) != len(v1Controllers) {
+		t.Fatalf("JoinFiles gave %d files, want one per hierarchy (%d)", len(files), len(v1Controllers))
 	}
 	// The shell writes "0" to each (fds 3..), says so, and waits.
 	script := ""
@@ -203,7 +203,7 @@ func TestJoinFiles(t *testing.T) {
 	if n, _ := io.ReadFull(out, line); string(line[:n]) != "joined\n" {
 		t.Fatalf("the shell said %q, want it to join", line[:n])
 	}
-	for _, c := range g.v1 {
+	for _, c := range v1Controllers {
 		b, err := os.ReadFile(filepath.Join(g.paths[c], "cgroup.procs"))
 		if err != nil {
 			t.Fatalf("read the %s group: %v", c, err)
@@ -229,52 +229,27 @@ func testGroup(t *testing.T) *Group {
 	return g
 }
 
-// On cgroup v1 a group joins the cpu hierarchy only for a CPU limit, which
-// it then sets; every other hierarchy it joins either way.
-func TestV1Hierarchies(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("!!! creating a cgroup needs root here: test NOT RUN")
-	}
-	if cgroups.IsCgroup2UnifiedMode() {
+// On cgroup v1 a group joins the cpu hierarchy without a CPU limit too (its
+// group scheduling keeps a fork bomb from starving the supervisor): a group
+// of its own there, with no quota.
+func TestV1CPUGroupWithoutLimit(t *testing.T) {
+	g := testGroup(t)
+	if g.v2 {
 		t.Skip("cgroup v2: one hierarchy")
 	}
-	for _, tc := range []struct {
-		limits modes.Limits
-		cpu    bool
-	}{
-		{modes.Limits{MaxPids: 8}, false},
-		{modes.Limits{MaxPids: 8, MaxCPU: 0.5}, true},
-	} {
-		g, err := Create(tc.limits, "dsh-unit-"+time.Now().Format("150405.000000"))
-		if err != nil {
-			t.Fatalf("Create(%+v): %v", tc.limits, err)
-		}
-		own, err := cgroups.GetOwnCgroupPath("cpu")
-		if err != nil {
-			g.Close()
-			t.Fatal(err)
-		}
-		cpuDir := filepath.Join(own, filepath.Base(g.paths["pids"]))
-		_, statErr := os.Stat(cpuDir)
-		if got := statErr == nil; got != tc.cpu {
-			t.Errorf("%+v: a group in the cpu hierarchy: %v, want %v", tc.limits, got, tc.cpu)
-		}
-		if tc.cpu {
-			b, _ := os.ReadFile(filepath.Join(cpuDir, "cpu.cfs_quota_us"))
-			if strings.TrimSpace(string(b)) != strconv.Itoa(int(0.5*cpuPeriod)) {
-				t.Errorf("cpu.cfs_quota_us = %q, want %d", b, int(0.5*cpuPeriod))
-			}
-		}
-		for _, c := range []string{"pids", "memory", "cpuacct", "freezer"} {
-			if _, err := os.Stat(g.paths[c]); err != nil {
-				t.Errorf("%+v: no group in the %s hierarchy: %v", tc.limits, c, err)
-			}
-		}
-		if err := g.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if _, err := os.Stat(cpuDir); err == nil {
-			t.Errorf("%s left after Close", cpuDir)
-		}
+	own, err := cgroups.GetOwnCgroupPath("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(own, filepath.Base(g.paths["pids"]))
+	if dir != g.paths["cpu"] {
+		t.Errorf("the cpu group is %q, want %q", g.paths["cpu"], dir)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
+	if err != nil {
+		t.Fatalf("no group of its own in the cpu hierarchy: %v", err)
+	}
+	if strings.TrimSpace(string(b)) != "-1" {
+		t.Errorf("cpu.cfs_quota_us = %q, want -1 (no limit)", b)
 	}
 }
