@@ -257,18 +257,17 @@ func recordedBoot(dfd int) string {
 func openDirAt(dfd int, p string) (int, error) {
 	cur := dfd
 	for _, name := range strings.Split(p, "/") {
-		// Opened as it is where the mode lets this user (root always): a
-		// change of mode is a write to the entry's filesystem.
-		fd, err := unix.Openat(cur, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.EACCES) {
-			var st unix.Stat_t
-			err = unix.Fstatat(cur, name, &st, unix.AT_SYMLINK_NOFOLLOW)
-			if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o700 != 0o700 {
-				err = unix.Fchmodat(cur, name, 0o700, 0)
-			}
-			if err == nil {
-				fd, err = unix.Openat(cur, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			}
+		var st unix.Stat_t
+		err := unix.Fstatat(cur, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		// Taken as it is where this user may (root always): a change of
+		// mode is a write to the entry's filesystem.
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o700 != 0o700 &&
+			unix.Faccessat(cur, name, unix.R_OK|unix.W_OK|unix.X_OK, 0) != nil {
+			err = unix.Fchmodat(cur, name, 0o700, 0)
+		}
+		var fd int
+		if err == nil {
+			fd, err = unix.Openat(cur, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		}
 		if cur != dfd {
 			unix.Close(cur)
@@ -414,15 +413,16 @@ func removeAt(dfd int, name string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return ignoreMissing(unix.Unlinkat(dfd, name, 0))
 	}
-	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.EACCES) && st.Mode&0o700 != 0o700 {
+	// Listed and emptied as it is where this user may (root always): a
+	// change of mode is a write to the entry's filesystem.
+	if st.Mode&0o700 != 0o700 && unix.Faccessat(dfd, name, unix.R_OK|unix.W_OK|unix.X_OK, 0) != nil {
 		// Fstatat said a directory, and no command runs in the entry
 		// (its lock is held): nothing can swap it for a link.
 		if err := unix.Fchmodat(dfd, name, 0o700, 0); err != nil {
 			return err
 		}
-		fd, err = unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}

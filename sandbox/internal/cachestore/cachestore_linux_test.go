@@ -48,6 +48,13 @@ func TestOpenAndClean(t *testing.T) {
 	require.NoError(t, os.Chmod(filepath.Join(layers[0].Upper, "a"), 0))
 	require.NoError(t, os.Symlink(victim, filepath.Join(layers[0].Upper, "link")))
 	require.NoError(t, os.Symlink(home, filepath.Join(layers[0].Upper, "dirlink")))
+	// And a read-only tree, as Go's module cache keeps one: readable and
+	// searchable, but nothing in it can be removed without a change of mode.
+	mod := filepath.Join(layers[1].Upper, "mod", "x@v1")
+	require.NoError(t, os.MkdirAll(mod, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module x\n"), 0o444))
+	require.NoError(t, os.Chmod(mod, 0o555))
+	require.NoError(t, os.Chmod(filepath.Dir(mod), 0o555))
 
 	s2, busy, err := Open(p)
 	require.NoError(t, err)
