@@ -242,14 +242,16 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, creds *Creden
 		// A bind takes its mount's flags: with the instance read-only,
 		// each global entry is one bind, read-only, instead of a bind and
 		// a remount (49 fewer mounts for root); then the instance, and so
-		// /proc/PID, is made writable again. The checks below verify each.
+		// /proc/PID, is made writable again — unless the host's /proc is
+		// read-only (without a pid namespace it is the one remounted, and
+		// its lock would refuse). The checks below verify each.
 		remount := unix.MS_REMOUNT | unix.MS_BIND | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC | procFlags
 		mount("", "/proc", "", remount|unix.MS_RDONLY, "hard")
 		for _, g := range globals {
 			mount(g, g, "", unix.MS_BIND|unix.MS_REC, "hard")
 			checks = append(checks, g)
 		}
-		mount("", "/proc", "", remount, "hard")
+		mount("", "/proc", "", remount|rdonlyFlag("/proc"), "hard")
 	}
 	if RootOf(p.WritableRoots, "/") == "" {
 		checks = append(checks, "/")
