@@ -253,3 +253,19 @@ func TestV1CPUGroupWithoutLimit(t *testing.T) {
 		t.Errorf("cpu.cfs_quota_us = %q, want -1 (no limit)", b)
 	}
 }
+
+// The waits between two looks at a group being emptied start short and
+// double up to maxPause, so that a group emptied within a millisecond is
+// seen empty within about that.
+func TestPauseGrows(t *testing.T) {
+	p := newPause()
+	var got []time.Duration
+	for range 8 {
+		got = append(got, p.next())
+	}
+	want := []time.Duration{100 * time.Microsecond, 200 * time.Microsecond, 400 * time.Microsecond, 800 * time.Microsecond,
+		1600 * time.Microsecond, 3200 * time.Microsecond, 5 * time.Millisecond, 5 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Errorf("pauses = %v, want %v", got, want)
+	}
+}
