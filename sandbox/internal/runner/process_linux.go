@@ -20,12 +20,16 @@ import (
 // time (signalChecked). A round that finds nothing it had not killed before
 // waits a little for a child to exit, and looks again.
 func KillDescendants() {
-	// The common case first: no child left at all (the runner reaped its
-	// tree and was reaped), so there is nothing to walk /proc for.
+	// The common case first: no child left alive (the runner reaped its
+	// tree and was reaped, or left only zombies: an inner keeper killed
+	// with its group is reparented here), so there is nothing to walk
+	// /proc for. A zombie's children were reparented before it became
+	// one, so once the zombies are reaped and none is left, no descendant
+	// is. Only a live child needs the walk.
 	for {
 		var ws unix.WaitStatus
-		_, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-		if err == unix.EINTR {
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR || err == nil && pid > 0 {
 			continue
 		}
 		if errors.Is(err, unix.ECHILD) {
