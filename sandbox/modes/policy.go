@@ -317,7 +317,8 @@ func Within(path, root string) bool {
 	if root == "/" {
 		return strings.HasPrefix(path, "/")
 	}
-	return path == root || strings.HasPrefix(path, root+"/")
+	// (No root+"/": Derive compares every pair of a hundred paths.)
+	return strings.HasPrefix(path, root) && (len(path) == len(root) || path[len(root)] == '/')
 }
 
 func canonicalDir(p string) (string, error) {
