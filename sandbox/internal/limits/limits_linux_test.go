@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -267,5 +268,42 @@ func TestPauseGrows(t *testing.T) {
 		1600 * time.Microsecond, 3200 * time.Microsecond, 5 * time.Millisecond, 5 * time.Millisecond}
 	if !slices.Equal(got, want) {
 		t.Errorf("pauses = %v, want %v", got, want)
+	}
+}
+
+// A user who may not make a group in its parents (no delegated subtree) is
+// refused at once, with the parent and EACCES, and nothing is made.
+func TestCreateRefusedWithoutAccess(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("!!! root may make a group anywhere: test NOT RUN (make test runs it as DSH_TEST_USER too)")
+	}
+	g, err := Create(modes.Limits{MaxPids: 8}, "dsh-refused-1")
+	if err == nil {
+		g.Close()
+		t.Skip("!!! this user may make cgroups (a delegated subtree): test NOT RUN")
+	}
+	if !errors.Is(err, syscall.EACCES) {
+		t.Errorf("Create: %v, want EACCES", err)
+	}
+	probe := &Group{v2: cgroups.IsCgroup2UnifiedMode(), paths: map[string]string{}}
+	if probe.v2 {
+		if own, err := cgroups.GetOwnCgroupPath(""); err == nil {
+			probe.dir = filepath.Join(filepath.Dir(own), "dsh-refused-1")
+		}
+	} else {
+		for _, c := range v1Controllers {
+			if own, err := cgroups.GetOwnCgroupPath(c); err == nil {
+				probe.paths[c] = filepath.Join(own, "dsh-refused-1")
+			}
+		}
+	}
+	parents := probe.parents()
+	if len(parents) == 0 || !strings.Contains(err.Error(), parents[0]) {
+		t.Errorf("Create: %v, want it to name the group's parent %v", err, parents)
+	}
+	for _, d := range parents {
+		if _, err := os.Stat(filepath.Join(d, "dsh-refused-1")); !os.IsNotExist(err) {
+			t.Errorf("a group was made in %s: %v", d, err)
+		}
 	}
 }
