@@ -145,10 +145,11 @@ func TestCachesOverlay(t *testing.T) {
 		if want := "planted\nnew\nlink\nnew-entry\nuser-entry\n"; r.Stdout != want {
 			t.Errorf("stdout = %q, want %q", r.Stdout, want)
 		}
-		// Both overlays were volatile (the kernel leaves its marker, which
-		// the second command's start removed for its own mount): a
-		// command's end syncs nothing of the home's filesystem.
-		if m, _ := filepath.Glob(filepath.Join(id.home, ".local/state/dsh-sandbox/caches/*go-build*/work/work/incompat/volatile")); len(m) != 1 {
+		// Both overlays were volatile (the kernel leaves its marker in the
+		// work directory of each mount; the first's was swept beside the
+		// second command): a command's end syncs nothing of the home's
+		// filesystem.
+		if m, _ := filepath.Glob(filepath.Join(id.home, ".local/state/dsh-sandbox/caches/*go-build*/work/*/work/incompat/volatile")); len(m) != 1 {
 			t.Errorf("the go-build entry holds no volatile marker (%q): its overlay was not volatile", m)
 		}
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,12 +32,13 @@ func TestOpenAndClean(t *testing.T) {
 		assert.Equal(t, p.Caches[i], l.Dir)
 		assert.DirExists(t, l.Dir, "made when missing")
 		assert.DirExists(t, l.Upper)
-		assert.DirExists(t, l.Work)
-		assert.Equal(t, filepath.Dir(l.Upper), filepath.Dir(l.Work))
 	}
 	assert.NotEqual(t, filepath.Dir(layers[0].Upper), filepath.Dir(layers[1].Upper))
 	assert.True(t, layers[0].Empty, "made empty: nothing of the user's below")
+	assert.Empty(t, layers[0].Work, "bound, not mounted: no work directory")
 	assert.False(t, layers[1].Empty, "holds the user's entry")
+	assert.DirExists(t, layers[1].Work)
+	assert.Equal(t, filepath.Join(filepath.Dir(layers[1].Upper), "work"), filepath.Dir(layers[1].Work), "a work directory of its own in the entry's")
 
 	// What commands left in the upper layer: a tree without rights, and a
 	// symlink to the user's file.
@@ -114,35 +116,39 @@ func TestCleanOnlyEntries(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(store, "x-0123456789ab/.lock"))
 }
 
-// TestReadyVolatile: an entry last mounted volatile in this boot keeps its
-// upper layer and loses only the kernel's marker; after a restart (another
-// boot id, or none recorded) it is emptied, marker and all; either way the
-// boot is recorded for the next command.
+// TestReadyVolatile: an entry mounted in this boot keeps its upper layer
+// and what its mounts left (sweepWork removes that beside the command);
+// one mounted in another boot, or an unknown one, is emptied — in either
+// layout of its work directory — and one never mounted keeps its layer;
+// either way the boot is recorded for the next command.
 func TestReadyVolatile(t *testing.T) {
 	const boot = "b4be5ada-a8d6-4f95-bf5b-ec815f6c8323"
 	for _, tc := range []struct {
 		name      string
-		marker    bool
+		left      string // what a mount left in the work directory ("": nothing)
 		recorded  string
 		wantUpper bool
+		wantLeft  bool
 	}{
-		{"no marker", false, "", true},
-		{"same boot", true, boot + "\n", true},
-		{"restarted", true, "0d4c58a7-7e0a-4c1e-9a43-43c5b63a0c1f\n", false},
-		{"unknown boot", true, "", false},
+		{"never mounted", "", "", true, false},
+		{"same boot", "w-0011223344556677/work", boot + "\n", true, true},
+		{"restarted", "w-0011223344556677/work", "0d4c58a7-7e0a-4c1e-9a43-43c5b63a0c1f\n", false, false},
+		{"unknown boot", "w-0011223344556677/work", "", false, false},
+		{"restarted, one work directory for every mount", "work", "0d4c58a7-7e0a-4c1e-9a43-43c5b63a0c1f\n", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := t.TempDir()
+			t.Cleanup(func() { sweepWork(e, "") }) // (a directory without rights, for TempDir's removal)
 			upperFile := filepath.Join(e, "upper", "kept")
 			require.NoError(t, os.MkdirAll(filepath.Dir(upperFile), 0o700))
 			require.NoError(t, os.WriteFile(upperFile, []byte("cache"), 0o600))
-			work := filepath.Join(e, "work", "work")
-			require.NoError(t, os.MkdirAll(work, 0o700))
-			if tc.marker {
-				require.NoError(t, os.MkdirAll(filepath.Join(work, "incompat", "volatile"), 0o700))
-				require.NoError(t, os.WriteFile(filepath.Join(work, "incompat", "volatile", "dirty"), nil, 0o600))
-				// As the kernel leaves it: work/work without rights.
-				require.NoError(t, os.Chmod(work, 0))
+			require.NoError(t, os.MkdirAll(filepath.Join(e, "work"), 0o700))
+			left := filepath.Join(e, "work", tc.left)
+			if tc.left != "" {
+				require.NoError(t, os.MkdirAll(filepath.Join(left, "incompat", "volatile"), 0o700))
+				require.NoError(t, os.WriteFile(filepath.Join(left, "incompat", "volatile", "dirty"), nil, 0o600))
+				// As the kernel leaves it: its work directory without rights.
+				require.NoError(t, os.Chmod(left, 0))
 			}
 			if tc.recorded != "" {
 				require.NoError(t, os.WriteFile(filepath.Join(e, bootFile), []byte(tc.recorded), 0o600))
@@ -150,13 +156,16 @@ func TestReadyVolatile(t *testing.T) {
 
 			require.NoError(t, readyVolatile(e, boot))
 
-			assert.NoDirExists(t, filepath.Join(work, "incompat"), "the marker is gone")
 			if tc.wantUpper {
 				assert.FileExists(t, upperFile)
 			} else {
 				assert.NoFileExists(t, upperFile, "a restart empties the upper layer")
 				assert.DirExists(t, filepath.Join(e, "upper"))
-				assert.DirExists(t, filepath.Join(e, "work"))
+			}
+			assert.DirExists(t, filepath.Join(e, "work"))
+			if tc.left != "" {
+				_, err := os.Lstat(left)
+				assert.Equal(t, tc.wantLeft, err == nil, "what the mount left is there: %v", err)
 			}
 			b, err := os.ReadFile(filepath.Join(e, bootFile))
 			require.NoError(t, err)
@@ -172,11 +181,12 @@ func TestReadyVolatileRefusesLinks(t *testing.T) {
 	e, victim := t.TempDir(), t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(victim, "work", "incompat"), 0o700))
 	require.NoError(t, os.Symlink(victim, filepath.Join(e, "work")))
-	require.NoError(t, os.WriteFile(filepath.Join(e, bootFile), []byte(boot+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(e, bootFile), []byte("0d4c58a7-7e0a-4c1e-9a43-43c5b63a0c1f\n"), 0o600))
 	assert.Error(t, readyVolatile(e, boot))
 	assert.DirExists(t, filepath.Join(victim, "work", "incompat"), "nothing removed through the link")
 
 	e2 := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(e2, "work"), 0o700))
 	target := filepath.Join(victim, "record")
 	require.NoError(t, os.WriteFile(target, []byte("mine"), 0o600))
 	require.NoError(t, os.Symlink(target, filepath.Join(e2, bootFile)))
@@ -184,6 +194,87 @@ func TestReadyVolatileRefusesLinks(t *testing.T) {
 	b, err := os.ReadFile(target)
 	require.NoError(t, err)
 	assert.Equal(t, "mine", string(b), "nothing written through the link")
+}
+
+// TestFreshWork: each mount's work directory is a new empty one in the
+// entry's, never reached through a symlink.
+func TestFreshWork(t *testing.T) {
+	e := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(e, "work"), 0o700))
+	a, err := freshWork(e)
+	require.NoError(t, err)
+	b, err := freshWork(e)
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b)
+	for _, n := range []string{a, b} {
+		assert.True(t, strings.HasPrefix(n, workPrefix), n)
+		ents, err := os.ReadDir(filepath.Join(e, "work", n))
+		require.NoError(t, err)
+		assert.Empty(t, ents)
+	}
+
+	e2, victim := t.TempDir(), t.TempDir()
+	require.NoError(t, os.Symlink(victim, filepath.Join(e2, "work")))
+	_, err = freshWork(e2)
+	assert.Error(t, err)
+	ents, err := os.ReadDir(victim)
+	require.NoError(t, err)
+	assert.Empty(t, ents, "nothing made through the link")
+}
+
+// TestSweepWork: everything earlier mounts left in an entry's work
+// directory goes — work directories without rights and their markers, the
+// directories of the layout with one work directory for every mount — but
+// this command's; a symlink among them is removed, not followed.
+func TestSweepWork(t *testing.T) {
+	e, victim := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(victim, "mine"), []byte("mine"), 0o600))
+	work := filepath.Join(e, "work")
+	for _, d := range []string{"w-aa/work/incompat/volatile", "work/incompat/volatile", "index/x", "w-keep/work"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(work, d), 0o700))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(work, "w-aa/work/incompat/volatile/f"), nil, 0o600))
+	require.NoError(t, os.Chmod(filepath.Join(work, "w-aa/work"), 0))
+	require.NoError(t, os.Chmod(filepath.Join(work, "work"), 0))
+	require.NoError(t, os.Symlink(victim, filepath.Join(work, "w-link")))
+
+	sweepWork(e, "w-keep")
+
+	ents, err := os.ReadDir(work)
+	require.NoError(t, err)
+	var names []string
+	for _, d := range ents {
+		names = append(names, d.Name())
+	}
+	assert.Equal(t, []string{"w-keep"}, names)
+	assert.DirExists(t, filepath.Join(work, "w-keep/work"), "this command's is kept whole")
+	b, err := os.ReadFile(filepath.Join(victim, "mine"))
+	require.NoError(t, err)
+	assert.Equal(t, "mine", string(b))
+}
+
+// TestOpenSweepsEarlierWork: a command's Open leaves the previous
+// command's work directory to the sweep, which is done by its Close.
+func TestOpenSweepsEarlierWork(t *testing.T) {
+	home := t.TempDir()
+	p := modes.Policy{Mode: modes.WorkspaceWrite, CacheDir: filepath.Join(home, modes.HomeCacheDir),
+		Caches: []string{filepath.Join(home, ".npm")}}
+	require.NoError(t, os.MkdirAll(p.Caches[0], 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(p.Caches[0], "mine"), []byte("mine"), 0o644))
+	s, layers, err := Open(p)
+	require.NoError(t, err)
+	first := layers[0].Work
+	// As a volatile mount leaves it.
+	require.NoError(t, os.MkdirAll(filepath.Join(first, "work", "incompat", "volatile"), 0o700))
+	require.NoError(t, os.Chmod(filepath.Join(first, "work"), 0))
+	require.NoError(t, s.Close())
+
+	s, layers, err = Open(p)
+	require.NoError(t, err)
+	assert.NotEqual(t, first, layers[0].Work)
+	require.NoError(t, s.Close())
+	assert.NoDirExists(t, first, "swept by the next command")
+	assert.DirExists(t, layers[0].Work)
 }
 
 func TestAtLeast(t *testing.T) {

@@ -84,10 +84,6 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, creds *Creden
 		checks = append(checks, ov.Dir)
 	}
 	for _, c := range caches {
-		data, err := c.options()
-		if err != nil {
-			return nil, err
-		}
 		if c.BindUpper {
 			flags, err := keptFlags(c.Upper)
 			if err != nil {
@@ -96,6 +92,10 @@ func Plan(p modes.Policy, ll landlock.MountAccess, masks []string, creds *Creden
 			mount(c.Upper, c.Root, "", unix.MS_BIND, "cache")
 			mount("", c.Root, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV|flags, "cacheflags")
 		} else {
+			data, err := c.options()
+			if err != nil {
+				return nil, err
+			}
 			t = append(t, "md", "overlay", c.Root, "overlay", strconv.FormatUint(unix.MS_NOSUID|unix.MS_NODEV, 10), "cache", data)
 		}
 		for _, r := range c.Rules {
