@@ -11,13 +11,15 @@
 // (that command's overlay is live on it: two overlays sharing an upper
 // layer are undefined), and so stays read-only for this one. An entry
 // mounted volatile (Linux 5.10: the overlay never syncs the upper
-// filesystem) is readied for it under its lock: the kernel's marker removed
-// when the host has not restarted since its last mount, else the entry
-// emptied ([Layer.Volatile], readyVolatile). A cache directory with nothing
-// in it is marked [Layer.Empty]: its upper layer can be bound there instead
-// of an overlay. [Clean]
-// empties the entries no command holds; Open does the same when the store
-// outgrew its bound, at most once an hour.
+// filesystem) is readied for it under its lock: emptied when it was
+// mounted in another boot ([Layer.Volatile], readyVolatile). Each mount
+// gets a work directory of its own (freshWork), so the marker the kernel
+// leaves in an earlier volatile mount's is never in its way; what earlier
+// mounts left is removed beside the command, which [Store.Close] waits for
+// (sweepWork). A cache directory with nothing in it is marked
+// [Layer.Empty]: its upper layer can be bound there instead of an overlay.
+// [Clean] empties the entries no command holds; Open does the same when
+// the store outgrew its bound, at most once an hour.
 //
 // It runs in the supervisor, as the user. It must never mount anything
 // (the runner does), never write into a user's cache directory (only make
