@@ -25,15 +25,22 @@ func KillDescendants() {
 	// with its group is reparented here), so there is nothing to walk
 	// /proc for. A zombie's children were reparented before it became
 	// one, so once the zombies are reaped and none is left, no descendant
-	// is. Only a live child needs the walk.
-	for {
+	// is. A live child needs the walk, and so do more zombies than the
+	// runner's processes: a tree still busy (a bomb's orphans dying here)
+	// could feed this loop for as long as it runs, which only the walk's
+	// stops end.
+	for reaped := 0; ; {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
-		if err == unix.EINTR || err == nil && pid > 0 {
+		if err == unix.EINTR {
 			continue
 		}
 		if errors.Is(err, unix.ECHILD) {
 			return
+		}
+		if err == nil && pid > 0 && reaped < fastReaps {
+			reaped++
+			continue
 		}
 		break
 	}
@@ -73,6 +80,10 @@ func KillDescendants() {
 		}
 	}
 }
+
+// fastReaps bounds the zombies KillDescendants reaps before it walks: the
+// runner's own processes (relay, keeper) and a few more.
+const fastReaps = 8
 
 // KillSession SIGKILLs every process of session sid until none is left. A
 // session id stays allocated while any member lives, so it cannot name an
