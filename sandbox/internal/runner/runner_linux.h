@@ -175,7 +175,8 @@ void dshr_setup_namespaces(int want_net);
 // kill_tree_signal asks a pid namespace's init to kill its namespace
 // (Cmd.Kill sends it, then SIGKILL if the init has not exited in time). The
 // init does it with kill(-1) — one call, atomic with respect to fork — and
-// reports the command's status. SIGKILL alone ends the namespace only once
+// reports the command's status. An inner keeper, asked the same, kills the
+// command's process group, one call too, and ends as when the command does. SIGKILL alone ends the namespace only once
 // the init has torn down its own memory, which takes locks (a shared file's
 // i_mmap lock) that a few hundred forking processes hold in turn: that held
 // the init's exit, and so the zap of its namespace, back for up to 50 s.

@@ -361,7 +361,16 @@ void dshr_supervise(int sfd) {
 				_exit(1);
 			}
 			if ((int)si.ssi_signo == kill_tree_signal) {
-				if (!dshr_pid1) continue; // the supervisor kills a keeper's tree itself
+				if (!dshr_pid1) {
+					// An inner keeper kills the command's process group,
+					// in one call atomic with respect to fork, while it
+					// holds the leader unreaped; the leader's end then
+					// takes the loop to its walk and report below. The
+					// supervisor walks for what left the group, and kills
+					// this keeper if it is slow (Tree.Kill).
+					if (dshr_child > 0 && dshr_leader_unreaped) kill(-dshr_child, SIGKILL);
+					continue;
+				}
 				dshr_kill_tree();
 				status = child_reaped ? child_status : W_EXITCODE(0, SIGKILL);
 				goto report;

@@ -160,24 +160,31 @@ func (t *Tree) Signal(sig syscall.Signal) error {
 // left, then the relay, leaves nothing behind, whatever state the keeper is
 // in. Once the relay is gone the keeper, if still alive, is the root.
 //
-// A pid namespace's init is asked first (killTreeSignal): it kills the
-// namespace with one kill(-1), which is atomic with respect to fork however
-// fast a fork bomb there forks, and reports the command's status. An init
-// that has not exited within killRequestWait is SIGKILLed: the kernel then
-// kills the namespace too, but only after the init's own memory is torn
-// down, which waits for locks the namespace's forking processes hold in
-// turn. Kill waits for the init's exit instead of walking the tree: a walk
-// of a few hundred processes costs CPU they compete for (under autogroup
-// each one in a session of its own is a scheduling group of its own). Only
-// an init that did not exit at all (a process of its namespace in
-// uninterruptible sleep) leaves the walk to do.
+// The keeper is asked first (killTreeSignal). A pid namespace's init kills
+// the namespace with one kill(-1), which is atomic with respect to fork
+// however fast a fork bomb there forks, and reports the command's status.
+// An inner keeper kills the command's process group, one call as atomic,
+// which only it can make safely (it holds the group's leader unreaped, so
+// the group's id names no other group); then, the leader ended, it walks
+// what left the group and reports. Kill waits for the keeper's exit, up to
+// killRequestWait, before walking itself: a walk of a few hundred processes
+// costs CPU they compete for (under autogroup each one in a session of its
+// own is a scheduling group of its own), and the walk kills the keeper,
+// which would leave a bomb in its group to be won by walks.
+//
+// An init that has not exited by then is SIGKILLed: the kernel then kills
+// the namespace too, but only after the init's own memory is torn down,
+// which waits for locks the namespace's forking processes hold in turn.
+// Only an init that did not exit at all (a process of its namespace in
+// uninterruptible sleep) leaves the walk to do. Without a pid namespace
+// the walk always follows, and finds nothing when the keeper did its work.
 func (t *Tree) Kill() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.keeper >= 0 && unix.PidfdSendSignal(t.keeper, killTreeSignal(), nil, 0) == nil {
+		waitExit([]int{t.keeper}, killRequestWait)
+	}
 	if t.init && t.keeper >= 0 {
-		if unix.PidfdSendSignal(t.keeper, killTreeSignal(), nil, 0) == nil {
-			waitExit([]int{t.keeper}, killRequestWait)
-		}
 		if proc.Alive(t.keeper) && unix.PidfdSendSignal(t.keeper, unix.SIGKILL, nil, 0) == nil {
 			waitExit([]int{t.keeper}, killTreeWait)
 		}
@@ -203,7 +210,7 @@ func (t *Tree) Kill() {
 // only when it wakes (its SIGKILL is pending), and must not hold Kill.
 const killTreeWait = 2 * time.Second
 
-// killRequestWait bounds the wait for an init asked to kill its namespace.
+// killRequestWait bounds the wait for a keeper asked to kill its tree.
 const killRequestWait = time.Second
 
 // killSubtree SIGKILLs the live descendants of root (stopTree, then every
