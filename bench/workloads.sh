@@ -27,6 +27,11 @@
 #                --bind WS WS --chdir WS -- bash -c CMD
 #   landrun  LANDRUN --best-effort --rox / --rw WS --rw /tmp --rw /dev --env PATH --env HOME
 #                -- bash -c CMD                                 (working directory WS)
+#   floor  bwrap's line, its command floorbox WS bash -c CMD: the least a sandbox that checks
+#                writes adds to bwrap's confinement, in C (below): Landlock (read and execute
+#                under /, everything under WS, /tmp and /dev) and every write-like call a seccomp
+#                user notification answered CONTINUE without a look. floor/bwrap is the lowest
+#                dsh/bwrap any such design can reach on this machine.
 # What a run needs is made before the timing, and what it leaves removed after it: tar
 # extracts into a fresh empty WS/out; make starts from `make clean`.
 #
@@ -367,6 +372,172 @@ int main(int argc, char **argv)
 }
 EOF
 gcc -O2 -Wall -o "$root/fixture/floor" "$root/fixture/floor.c" || die "compiling the notification floor failed"
+
+# The floor of a sandbox that checks writes: `floorbox WS PROGRAM ARGS...` (the floor variant).
+cat >"$root/fixture/floorbox.c" <<'EOF'
+/* floorbox WS PROGRAM [ARGS...]: the least a sandbox that checks writes can add
+ * to bubblewrap's confinement. Landlock (read and execute under /, everything
+ * under WS, /tmp and /dev), and every write-like call (an open for writing,
+ * creating or truncating; mkdir, mknod, unlink, rename, link, symlink, chmod)
+ * a seccomp user notification, answered CONTINUE by a C loop that looks at
+ * nothing. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
+#endif
+#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
+
+static int xfer(int sock, int fd) /* fd >= 0: send it; else receive one */
+{
+	char buf[CMSG_SPACE(sizeof(int))] = {0};
+	char b = 0;
+	struct iovec io = {.iov_base = &b, .iov_len = 1};
+	struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof buf};
+	if (fd >= 0) {
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof fd);
+		memcpy(CMSG_DATA(c), &fd, sizeof fd);
+		return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
+	}
+	if (recvmsg(sock, &m, 0) != 1 || !CMSG_FIRSTHDR(&m))
+		return -1;
+	memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof fd);
+	return fd;
+}
+
+static int landlock(const char *ws)
+{
+	__u64 all = (1ULL << 16) - 1; /* ABI 5's rights */
+	struct landlock_ruleset_attr ra = {.handled_access_fs = all};
+	int rs = syscall(SYS_landlock_create_ruleset, &ra, sizeof ra, 0);
+	if (rs < 0)
+		return -1;
+	struct landlock_path_beneath_attr pb = {
+		.allowed_access = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR,
+		.parent_fd = open("/", O_PATH | O_CLOEXEC)};
+	if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+		return -1;
+	const char *rw[] = {ws, "/tmp", "/dev", NULL};
+	for (int i = 0; rw[i]; i++) {
+		pb.allowed_access = all;
+		pb.parent_fd = open(rw[i], O_PATH | O_CLOEXEC);
+		if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+			return -1;
+	}
+	return syscall(SYS_landlock_restrict_self, rs, 0);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: floorbox WS PROGRAM [ARGS...]\n");
+		return 2;
+	}
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0) {
+		perror("floorbox: socketpair");
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* By number: open and openat by their flags (a write, a
+		 * creation or a truncation), the rest always. */
+		static const int always[] = {SYS_creat, SYS_mkdirat, SYS_mkdir, SYS_mknodat, SYS_unlinkat,
+			SYS_unlink, SYS_rmdir, SYS_renameat2, SYS_renameat, SYS_rename, SYS_linkat, SYS_link,
+			SYS_symlinkat, SYS_symlink, SYS_fchmodat, SYS_chmod};
+		enum { N = sizeof always / sizeof always[0] };
+		struct sock_filter f[N + 10];
+		int i = 0;
+		f[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+		f[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, N + 2, 0);
+		f[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_open, N + 3, 0);
+		for (int j = 0; j < N; j++)
+			f[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, always[j], N + 5 - j, 0);
+		f[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		f[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2]));
+		f[i++] = (struct sock_filter)BPF_STMT(BPF_JMP | BPF_JA, 1);
+		f[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]));
+		f[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRONLY | O_RDWR | O_CREAT | O_TRUNC, 1, 0);
+		f[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+		f[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+		struct sock_fprog prog = {.len = i, .filter = f};
+		if (landlock(argv[1]) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+			perror("floorbox: landlock");
+			_exit(1);
+		}
+		int lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+		if (lfd < 0 || xfer(sp[0], lfd) < 0) {
+			perror("floorbox: seccomp");
+			_exit(1);
+		}
+		close(lfd);
+		close(sp[0]);
+		close(sp[1]);
+		execvp(argv[2], argv + 2);
+		perror("floorbox: exec");
+		_exit(127);
+	}
+	close(sp[0]);
+	int lfd = xfer(sp[1], -1);
+	if (pid < 0 || lfd < 0) {
+		perror("floorbox: the listener");
+		return 1;
+	}
+	ioctl(lfd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+	struct seccomp_notif req;
+	struct seccomp_notif_resp resp;
+	long count = 0;
+	for (;;) {
+		struct pollfd p = {.fd = lfd, .events = POLLIN};
+		if (poll(&p, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (!(p.revents & POLLIN))
+			break;
+		memset(&req, 0, sizeof req);
+		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0) {
+			if (errno == EINTR || errno == ENOENT)
+				continue;
+			break;
+		}
+		memset(&resp, 0, sizeof resp);
+		count++;
+		resp.id = req.id;
+		resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+		ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) < 0)
+		return 1;
+	if (getenv("WFLOOR_COUNT"))
+		fprintf(stderr, "floorbox: %ld notifications\n", count);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+EOF
+gcc -O2 -Wall -o "$root/fixture/floorbox" "$root/fixture/floorbox.c" || die "compiling floorbox failed"
 echo "5,000 files in 50 directories ($(du -sk "$archive" | cut -f1) KiB tar), a git repository of them, 17 C files, the openat timer and its C supervisor${scale:+, git repositories of $scale files}"
 if [ -n "$landrun" ]; then
   echo "landrun: $landrun ($("$landrun" --version 2>&1 | head -n1))"
@@ -398,8 +569,9 @@ def argv_of(variant, ws, cmd):
     if variant == "landrun":
         return [landrun, "--best-effort", "--rox", "/", "--rw", ws, "--rw", "/tmp", "--rw", "/dev",
                 "--env", "PATH", "--env", "HOME", "--", bash, "-c", cmd]
+    box = [os.path.join(root, "fixture", "floorbox"), ws] if variant == "floor" else []
     return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent",
-            "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws, "--", bash, "-c", cmd]
+            "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws, "--"] + box + [bash, "-c", cmd]
 
 
 def tar_prepare(ws):
@@ -431,7 +603,7 @@ if scale:
     n = max(scale)
     workloads.append((f"`git status` {files(n)} files", f"scale-{n}", "git status --porcelain >/dev/null",
                       rounds, nothing, nothing))
-variants = ["bare", "dsh", "bwrap"] + (["landrun"] if landrun else [])
+variants = ["bare", "dsh", "bwrap", "floor"] + (["landrun"] if landrun else [])
 
 
 def describe(variant, ws, cmd):
@@ -443,6 +615,8 @@ def describe(variant, ws, cmd):
 for label, sub, cmd, _, prepare, cleanup in workloads:
     ws = os.path.join(ws_root, sub)
     for v in list(variants):
+        if v not in variants:
+            continue  # left out by an earlier variant's preflight
         prepare(ws)
         p = subprocess.run(argv_of(v, ws, cmd), cwd=ws, stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -453,10 +627,10 @@ for label, sub, cmd, _, prepare, cleanup in workloads:
         msg = f"preflight of {label} ({v}) exited {p.returncode}: {describe(v, ws, cmd)}"
         if err:
             msg += "\n" + "\n".join("  " + line for line in err.splitlines()[-15:])
-        if v == "bwrap" and sub == "spawn":
+        if v in ("bwrap", "floor") and sub == "spawn":
             print(msg + "\nworkloads.sh: bubblewrap cannot run here (e.g. user namespaces "
-                  "restricted): the bwrap column and the ratios are left out", file=sys.stderr)
-            variants.remove("bwrap")
+                  "restricted): the bwrap and floor columns and the ratios are left out", file=sys.stderr)
+            variants = [x for x in variants if x not in ("bwrap", "floor")]
             continue
         if v == "landrun" and sub == "spawn":
             print(msg + "\nworkloads.sh: landrun cannot run here: its column is left out", file=sys.stderr)
@@ -561,15 +735,15 @@ with open(csv_path, "w", newline="") as f:
 med = lambda xs: statistics.median(xs)
 print()
 print(f"== medians (interleaved rounds; raw times: {csv_path})")
-print("| workload | bare ms | dsh ms | bwrap ms | landrun ms | bare/bwrap | dsh/bwrap | landrun/bwrap |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| workload | bare ms | dsh ms | bwrap ms | floor ms | landrun ms | bare/bwrap | dsh/bwrap | floor/bwrap | landrun/bwrap |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for label, sub, *_ in workloads:
     m = {v: med(times[(label, v)]) for v in variants}
     bw = m.get("bwrap")
     cell = lambda v: f"{m[v]:.2f}" if v in m else "-"
     ratio = lambda v: f"{m[v] / bw:.2f}" if bw and v in m else "-"
-    print(f"| {label} | {cell('bare')} | {cell('dsh')} | {cell('bwrap')} | {cell('landrun')} "
-          f"| {ratio('bare')} | {ratio('dsh')} | {ratio('landrun')} |")
+    print(f"| {label} | {cell('bare')} | {cell('dsh')} | {cell('bwrap')} | {cell('floor')} | {cell('landrun')} "
+          f"| {ratio('bare')} | {ratio('dsh')} | {ratio('floor')} | {ratio('landrun')} |")
 if len(scale) > 1:
     row = lambda n: f"`bash -c true`, {files(n)}-file repository"
     growth = lambda v: med(times[(row(max(scale)), v)]) / med(times[(row(min(scale)), v)])
