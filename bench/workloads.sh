@@ -27,7 +27,7 @@
 #                --bind WS WS --chdir WS -- bash -c CMD
 #   landrun  LANDRUN --best-effort --rox / --rw WS --rw /tmp --rw /dev --env PATH --env HOME
 #                -- bash -c CMD                                 (working directory WS)
-#   floor  bwrap's line, its command floorbox WS bash -c CMD: the least a sandbox that checks
+#   floor  bwrap's line, its command floor -w WS bash -c CMD: the least a sandbox that checks
 #                writes adds to bwrap's confinement, in C (below): Landlock (read and execute
 #                under /, everything under WS, /tmp and /dev) and every write-like call a seccomp
 #                user notification answered CONTINUE without a look. floor/bwrap is the lowest
@@ -230,157 +230,17 @@ int main(int argc, char **argv)
 EOF
 gcc -O2 -Wall -o "$root/fixture/notify" "$root/fixture/notify.c" || die "compiling the openat timer failed"
 
-# The floor of a notified call: the least a supervisor can do. `floor PROGRAM ARGS...` runs
-# PROGRAM with every openat a seccomp user notification, answered by a C loop (poll, receive,
+# The floor: the least a supervisor can do. `floor [-w WS] PROGRAM ARGS...` runs PROGRAM
+# with every write-like call a seccomp user notification, answered by a C loop (poll, receive,
 # CONTINUE) that looks at nothing; it sets the synchronous wake-up where the kernel has it
-# (Linux 6.6), as dsh's supervisor does.
+# (Linux 6.6), as dsh's supervisor does. With -w (the floor variant, inside bwrap's profile)
+# Landlock too: the least a sandbox that checks writes adds to bubblewrap's confinement.
 cat >"$root/fixture/floor.c" <<'EOF'
-#define _GNU_SOURCE
-#include <errno.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <poll.h>
-#include <sys/ioctl.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
-#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
-#endif
-#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
-#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
-#endif
-
-static int send_fd(int sock, int fd)
-{
-	char buf[CMSG_SPACE(sizeof fd)] = {0};
-	char b = 0;
-	struct iovec io = {.iov_base = &b, .iov_len = 1};
-	struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof buf};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof fd);
-	memcpy(CMSG_DATA(c), &fd, sizeof fd);
-	return sendmsg(sock, &m, 0) == 1 ? 0 : -1;
-}
-
-static int recv_fd(int sock)
-{
-	char buf[CMSG_SPACE(sizeof(int))] = {0};
-	char b;
-	struct iovec io = {.iov_base = &b, .iov_len = 1};
-	struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = buf, .msg_controllen = sizeof buf};
-	if (recvmsg(sock, &m, 0) != 1)
-		return -1;
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	if (!c || c->cmsg_type != SCM_RIGHTS)
-		return -1;
-	int fd;
-	memcpy(&fd, CMSG_DATA(c), sizeof fd);
-	return fd;
-}
-
-int main(int argc, char **argv)
-{
-	if (argc < 2) {
-		fprintf(stderr, "usage: floor PROGRAM [ARGS...]\n");
-		return 2;
-	}
-	int sp[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0) {
-		perror("floor: socketpair");
-		return 1;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		perror("floor: fork");
-		return 1;
-	}
-	if (pid == 0) {
-		struct sock_filter f[] = {
-			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-		};
-		struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-			perror("floor: no_new_privs");
-			_exit(1);
-		}
-		int lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
-		if (lfd < 0) {
-			perror("floor: seccomp");
-			_exit(1);
-		}
-		if (send_fd(sp[0], lfd) < 0) {
-			perror("floor: send the listener");
-			_exit(1);
-		}
-		close(lfd);
-		close(sp[0]);
-		close(sp[1]);
-		execvp(argv[1], argv + 1);
-		perror("floor: exec");
-		_exit(127);
-	}
-	close(sp[0]);
-	int lfd = recv_fd(sp[1]);
-	if (lfd < 0) {
-		perror("floor: receive the listener");
-		return 1;
-	}
-	/* As a supervisor on Linux 6.6+ would: wake the answering thread on
-	 * the notifying task's CPU (ignored where unsupported). */
-	ioctl(lfd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
-	struct seccomp_notif req;
-	struct seccomp_notif_resp resp;
-	for (;;) {
-		struct pollfd p = {.fd = lfd, .events = POLLIN};
-		if (poll(&p, 1, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (!(p.revents & POLLIN))
-			break; /* POLLHUP: no task uses the filter any more */
-		memset(&req, 0, sizeof req);
-		if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0) {
-			if (errno == EINTR || errno == ENOENT)
-				continue;
-			break; /* the child is gone */
-		}
-		memset(&resp, 0, sizeof resp);
-		resp.id = req.id;
-		resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-		ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
-	}
-	int st;
-	if (waitpid(pid, &st, 0) < 0) {
-		perror("floor: waitpid");
-		return 1;
-	}
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-EOF
-gcc -O2 -Wall -o "$root/fixture/floor" "$root/fixture/floor.c" || die "compiling the notification floor failed"
-
-# The floor of a sandbox that checks writes: `floorbox WS PROGRAM ARGS...` (the floor variant).
-cat >"$root/fixture/floorbox.c" <<'EOF'
-/* floorbox WS PROGRAM [ARGS...]: the least a sandbox that checks writes can add
- * to bubblewrap's confinement. Landlock (read and execute under /, everything
- * under WS, /tmp and /dev), and every write-like call (an open for writing,
- * creating or truncating; mkdir, mknod, unlink, rename, link, symlink, chmod)
- * a seccomp user notification, answered CONTINUE by a C loop that looks at
- * nothing. */
+/* floor [-w WS] PROGRAM [ARGS...]: every write-like call of PROGRAM (an open
+ * for writing, creating or truncating; mkdir, mknod, unlink, rename, link,
+ * symlink, chmod) a seccomp user notification, answered CONTINUE by a C loop
+ * that looks at nothing; with -w, Landlock too (read and execute under /,
+ * everything under WS, /tmp and /dev). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -450,13 +310,19 @@ static int landlock(const char *ws)
 
 int main(int argc, char **argv)
 {
-	if (argc < 3) {
-		fprintf(stderr, "usage: floorbox WS PROGRAM [ARGS...]\n");
+	const char *ws = NULL;
+	if (argc > 2 && strcmp(argv[1], "-w") == 0) {
+		ws = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
+	if (argc < 2) {
+		fprintf(stderr, "usage: floor [-w WS] PROGRAM [ARGS...]\n");
 		return 2;
 	}
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0) {
-		perror("floorbox: socketpair");
+		perror("floor: socketpair");
 		return 1;
 	}
 	pid_t pid = fork();
@@ -482,32 +348,31 @@ int main(int argc, char **argv)
 		f[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 		f[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
 		struct sock_fprog prog = {.len = i, .filter = f};
-		if (landlock(argv[1]) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-			perror("floorbox: landlock");
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || (ws && landlock(ws) < 0)) {
+			perror("floor: landlock");
 			_exit(1);
 		}
 		int lfd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
 		if (lfd < 0 || xfer(sp[0], lfd) < 0) {
-			perror("floorbox: seccomp");
+			perror("floor: seccomp");
 			_exit(1);
 		}
 		close(lfd);
 		close(sp[0]);
 		close(sp[1]);
-		execvp(argv[2], argv + 2);
-		perror("floorbox: exec");
+		execvp(argv[1], argv + 1);
+		perror("floor: exec");
 		_exit(127);
 	}
 	close(sp[0]);
 	int lfd = xfer(sp[1], -1);
 	if (pid < 0 || lfd < 0) {
-		perror("floorbox: the listener");
+		perror("floor: the listener");
 		return 1;
 	}
 	ioctl(lfd, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
 	struct seccomp_notif req;
 	struct seccomp_notif_resp resp;
-	long count = 0;
 	for (;;) {
 		struct pollfd p = {.fd = lfd, .events = POLLIN};
 		if (poll(&p, 1, -1) < 0) {
@@ -524,7 +389,6 @@ int main(int argc, char **argv)
 			break;
 		}
 		memset(&resp, 0, sizeof resp);
-		count++;
 		resp.id = req.id;
 		resp.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 		ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
@@ -532,12 +396,10 @@ int main(int argc, char **argv)
 	int st;
 	if (waitpid(pid, &st, 0) < 0)
 		return 1;
-	if (getenv("WFLOOR_COUNT"))
-		fprintf(stderr, "floorbox: %ld notifications\n", count);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 EOF
-gcc -O2 -Wall -o "$root/fixture/floorbox" "$root/fixture/floorbox.c" || die "compiling floorbox failed"
+gcc -O2 -Wall -o "$root/fixture/floor" "$root/fixture/floor.c" || die "compiling the floor failed"
 echo "5,000 files in 50 directories ($(du -sk "$archive" | cut -f1) KiB tar), a git repository of them, 17 C files, the openat timer and its C supervisor${scale:+, git repositories of $scale files}"
 if [ -n "$landrun" ]; then
   echo "landrun: $landrun ($("$landrun" --version 2>&1 | head -n1))"
@@ -569,7 +431,7 @@ def argv_of(variant, ws, cmd):
     if variant == "landrun":
         return [landrun, "--best-effort", "--rox", "/", "--rw", ws, "--rw", "/tmp", "--rw", "/dev",
                 "--env", "PATH", "--env", "HOME", "--", bash, "-c", cmd]
-    box = [os.path.join(root, "fixture", "floorbox"), ws] if variant == "floor" else []
+    box = [os.path.join(root, "fixture", "floor"), "-w", ws] if variant == "floor" else []
     return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--die-with-parent",
             "--tmpfs", "/tmp", "--bind", ws, ws, "--chdir", ws, "--"] + box + [bash, "-c", cmd]
 
