@@ -135,8 +135,13 @@ func Open(p modes.Policy) (*Store, []Layer, error) {
 				continue // no overlay: it stays read-only
 			}
 			l.Work = filepath.Join(e, "work", w)
+			// Only an overlay sweeps: its own work directory holds the
+			// marker of a volatile mount from its mount on. A bound
+			// entry keeps the earlier ones, whose marker says the
+			// upper layer may hold unsynced writes: a restart before
+			// the next overlay still empties it (readyVolatile).
+			sweeps = append(sweeps, workSweep{entry: e, keep: w})
 		}
-		sweeps = append(sweeps, workSweep{entry: e, keep: w})
 		layers = append(layers, l)
 	}
 	if len(sweeps) > 0 {

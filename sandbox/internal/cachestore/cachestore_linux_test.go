@@ -277,6 +277,38 @@ func TestOpenSweepsEarlierWork(t *testing.T) {
 	assert.DirExists(t, layers[0].Work)
 }
 
+// TestBoundKeepsEarlierWork: a cache the user emptied is bound, not
+// overlaid, and its command leaves the earlier overlay's work directory
+// (its volatile marker) in place, for readyVolatile to find after a
+// restart; the next overlay sweeps it.
+func TestBoundKeepsEarlierWork(t *testing.T) {
+	home := t.TempDir()
+	p := modes.Policy{Mode: modes.WorkspaceWrite, CacheDir: filepath.Join(home, modes.HomeCacheDir),
+		Caches: []string{filepath.Join(home, ".npm")}}
+	require.NoError(t, os.MkdirAll(p.Caches[0], 0o755))
+	mine := filepath.Join(p.Caches[0], "mine")
+	require.NoError(t, os.WriteFile(mine, []byte("mine"), 0o644))
+	s, layers, err := Open(p)
+	require.NoError(t, err)
+	first := layers[0].Work
+	require.NoError(t, os.MkdirAll(filepath.Join(first, "work", "incompat", "volatile"), 0o700))
+	require.NoError(t, s.Close())
+
+	require.NoError(t, os.Remove(mine)) // the user empties the cache
+	s, layers, err = Open(p)
+	require.NoError(t, err)
+	require.True(t, layers[0].Empty)
+	require.NoError(t, s.Close())
+	assert.DirExists(t, filepath.Join(first, "work", "incompat", "volatile"), "kept by a bound command")
+
+	require.NoError(t, os.WriteFile(mine, []byte("mine"), 0o644))
+	s, layers, err = Open(p)
+	require.NoError(t, err)
+	require.False(t, layers[0].Empty)
+	require.NoError(t, s.Close())
+	assert.NoDirExists(t, first, "swept by the next overlay")
+}
+
 func TestAtLeast(t *testing.T) {
 	for _, tc := range []struct {
 		rel  string
