@@ -176,10 +176,11 @@ void dshr_setup_namespaces(int want_net);
 // (Cmd.Kill sends it, then SIGKILL if the init has not exited in time). The
 // init does it with kill(-1) — one call, atomic with respect to fork — and
 // reports the command's status. An inner keeper, asked the same, kills the
-// command's process group, one call too, and ends as when the command does. SIGKILL alone ends the namespace only once
-// the init has torn down its own memory, which takes locks (a shared file's
-// i_mmap lock) that a few hundred forking processes hold in turn: that held
-// the init's exit, and so the zap of its namespace, back for up to 50 s.
+// command's process group, one call too, and ends as when the command does.
+// SIGKILL alone ends the namespace only once the init has torn down its own
+// memory, which takes locks (a shared file's i_mmap lock) that a few hundred
+// forking processes hold in turn: that held the init's exit, and so the zap
+// of its namespace, back for up to 50 s.
 #define kill_tree_signal (SIGRTMIN + 4)
 
 extern pid_t dshr_child;
