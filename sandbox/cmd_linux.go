@@ -201,18 +201,50 @@ func (c *Cmd) Start() (err error) {
 			ports = append(ports, h.Port())
 		}
 	}
-	prep, err := prepare(c.Policy, c.LandlockABI, ports, c.Transaction)
-	if err != nil {
-		return setupFailed("prepare the sandbox", err)
-	}
-	defer prep.close()
-	c.prep = prep
 	if c.Transaction != nil {
+		if err := transactionFits(c.Policy, c.Transaction); err != nil {
+			return setupFailed("prepare the sandbox", err)
+		}
 		// Held until the command's processes (and so its overlay) are
-		// gone: no commit moves the upper layer under it.
+		// gone: no commit moves the upper layer under it (the hold's
+		// descriptors go to the runner).
 		if c.txHold, err = c.Transaction.Hold(); err != nil {
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
+	}
+	if c.Policy.Limits.Any() {
+		// Limits that cannot be enforced never fail a command: without a
+		// group the runner sets RLIMIT_NPROC where it counts per command,
+		// and Enforcement.Missing says what is not enforced.
+		c.group, _ = limits.Create(c.Policy.Limits, "dsh-sandbox-"+groupNonce())
+	}
+	defer func() {
+		if c.prep != nil {
+			c.prep.close()
+		}
+	}()
+	err = c.startRunner(runnerPath, true, ports)
+	var se *SetupError
+	if errors.As(err, &se) && strings.HasPrefix(se.Detail, "userns-map:") {
+		// The host let the runner create a user namespace but not map its
+		// ids into it: start a fresh runner without namespaces.
+		c.nsError = "user namespaces unusable (" + se.Detail + ")"
+		err = c.startRunner(runnerPath, false, ports)
+	}
+	if errors.As(err, &se) && c.Transaction != nil && strings.HasPrefix(se.Detail, transactionUnavailable) {
+		se.Err = ErrTransactionUnavailable
+	}
+	return err
+}
+
+// prepareCommand is what Start does for the command while its runner, just
+// spawned, starts: the policy's preparation (Landlock ruleset, seccomp
+// programs), the toolchain caches' layers and the audit's start. The runner
+// only waits for its spec meanwhile; everything here must be done before
+// the spec is sent, so before the command can change anything.
+func (c *Cmd) prepareCommand(ports []uint16) (err error) {
+	if c.prep, err = prepare(c.Policy, c.LandlockABI, ports, c.Transaction); err != nil {
+		return setupFailed("prepare the sandbox", err)
 	}
 	// The toolchain caches' overlays (not for the probe's `true`, which
 	// writes nothing and must not make cache directories).
@@ -221,7 +253,7 @@ func (c *Cmd) Start() (err error) {
 		if c.caches, layers, err = cachestore.Open(c.Policy); err != nil {
 			return setupFailed("open the cache store", err)
 		}
-		if err := prep.addCaches(layers); err != nil {
+		if err := c.prep.addCaches(layers); err != nil {
 			return setupFailed("add the caches' rules", err)
 		}
 	}
@@ -242,24 +274,7 @@ func (c *Cmd) Start() (err error) {
 	if err != nil {
 		return setupFailed("audit the writable roots", err)
 	}
-	if c.Policy.Limits.Any() {
-		// Limits that cannot be enforced never fail a command: without a
-		// group the runner sets RLIMIT_NPROC where it counts per command,
-		// and Enforcement.Missing says what is not enforced.
-		c.group, _ = limits.Create(c.Policy.Limits, "dsh-sandbox-"+groupNonce())
-	}
-	err = c.startRunner(runnerPath, true)
-	var se *SetupError
-	if errors.As(err, &se) && strings.HasPrefix(se.Detail, "userns-map:") {
-		// The host let the runner create a user namespace but not map its
-		// ids into it: start a fresh runner without namespaces.
-		c.nsError = "user namespaces unusable (" + se.Detail + ")"
-		err = c.startRunner(runnerPath, false)
-	}
-	if errors.As(err, &se) && c.Transaction != nil && strings.HasPrefix(se.Detail, transactionUnavailable) {
-		se.Err = ErrTransactionUnavailable
-	}
-	return err
+	return nil
 }
 
 // setupFailed is the error of a setup step op that failed with err: a
@@ -325,8 +340,10 @@ func (s *starting) stop() {
 }
 
 // startRunner starts one runner and waits until the command runs or the
-// runner says why it cannot. On failure everything it started is gone.
-func (c *Cmd) startRunner(runnerPath string, userNS bool) (err error) {
+// runner says why it cannot. On failure everything it started is gone. The
+// first runner is spawned before the command is prepared (prepareCommand),
+// so that its execve runs while this process prepares: its spec follows.
+func (c *Cmd) startRunner(runnerPath string, userNS bool, ports []uint16) (err error) {
 	s := &starting{c: c, denials: facts.NewLog()}
 	defer func() {
 		if err != nil {
@@ -378,10 +395,11 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) (err error) {
 	setupDone := make(chan struct{})
 	defer close(setupDone)
 	s.tree.AbandonSetup(ctrl, setupDone)
-	// The runner reads its spec before it does anything else: it joins
-	// the group itself on receiving it (cgroup v1, the group's files come
-	// with the spec), or is moved in now, so that it and everything it
-	// forks are in the group.
+	// The runner reads the spec's first part before it does anything
+	// else: it joins the group itself on receiving it (cgroup v1, the
+	// group's files come with it), or is moved in now, so that it and
+	// everything it forks are in the group. Then it makes its namespaces
+	// while this process prepares the command.
 	var join []*os.File
 	if c.group != nil && !joined {
 		var err error
@@ -397,6 +415,22 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) (err error) {
 			f.Close()
 		}
 	}()
+	var rights []byte
+	if len(join) > 0 {
+		fds := make([]int, len(join))
+		for i, f := range join {
+			fds[i] = int(f.Fd())
+		}
+		rights = unix.UnixRights(fds...)
+	}
+	if err := runner.SendBytes(ctrl, runner.SpecTokens(namespaceOptions(c.Policy, userNS, len(c.ExtraFiles), len(join)), nil), rights); err != nil {
+		return s.sendFailed(err)
+	}
+	if c.prep == nil {
+		if err := c.prepareCommand(ports); err != nil {
+			return err
+		}
+	}
 	nproc := 0
 	if c.group == nil {
 		nproc = c.Policy.Limits.MaxPids
@@ -409,16 +443,11 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) (err error) {
 	if err != nil {
 		return setupFailed("prepare the sandbox", err)
 	}
-	var rights []byte
-	if len(join) > 0 {
-		fds := make([]int, len(join))
-		for i, f := range join {
-			fds[i] = int(f.Fd())
-		}
-		rights = unix.UnixRights(fds...)
-	}
-	if err := runner.SendBytes(ctrl, spec, rights); err != nil {
-		return controlSocket(err)
+	// The spec carries the mount plan, one entry per mount point: let it
+	// be as large as the host allows (the kernel caps this at wmem_max).
+	unix.SetsockoptInt(int(ctrl.Fd()), unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+	if err := runner.SendBytes(ctrl, spec, nil); err != nil {
+		return s.sendFailed(err)
 	}
 	if c.Policy.Mode.Confines() {
 		var rights []byte
@@ -426,12 +455,18 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) (err error) {
 			rights = unix.UnixRights(int(c.prep.ruleset.Fd()))
 		}
 		if err := runner.SendBytes(ctrl, c.prep.programs(), rights); err != nil {
-			return controlSocket(err)
+			return s.sendFailed(err)
 		}
 	}
+	return s.waitReady()
+}
+
+// waitReady handles the runner's messages until the command runs, or until
+// the runner says why it cannot (or ends without saying).
+func (s *starting) waitReady() error {
 	for !s.ready {
 		var m runner.Msg
-		fd, err := runner.RecvMsg(ctrl, &m)
+		fd, err := runner.RecvMsg(s.ctrl, &m)
 		if err != nil {
 			if errors.Is(err, runner.ErrClosed) {
 				s.stop() // the runner's status, once it is reaped
@@ -447,6 +482,25 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool) (err error) {
 		}
 	}
 	return nil
+}
+
+// sendFailed is the error of a send to the runner that failed with err: the
+// runner may have failed first (it makes its namespaces while this process
+// prepares), and then its fail message, still in the socket, says why.
+func (s *starting) sendFailed(err error) error {
+	if re := ResourceErrorOf("send the runner its spec", err); re != nil {
+		// ETOOMANYREFS: the descriptors this user has in flight, in every
+		// process, exceed this process's RLIMIT_NOFILE.
+		return re
+	}
+	if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) {
+		// Every end of the runner's is closed: what it sent is all left
+		// to read, and reading it ends.
+		if werr := s.waitReady(); werr != nil {
+			return werr
+		}
+	}
+	return controlSocket(err)
 }
 
 // controlSocket is the error of a failed exchange with the runner.
@@ -918,9 +972,6 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.Fi
 		}
 		return nil, nil, &SetupError{Detail: fmt.Sprintf("control socket: %v", err)}
 	}
-	// The spec carries the mount plan, one entry per mount point: let it
-	// be as large as the host allows (the kernel caps this at wmem_max).
-	unix.SetsockoptInt(pair[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
 	ctrl := os.NewFile(uintptr(pair[0]), "dsh-sandbox-control")
 	child := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
 	defer child.Close()

@@ -13,15 +13,18 @@
 // in the kernel, passed to the runner as an fd), the seccomp BPF program and
 // the mount plan — and begins the post-run audit's start walk, which, where
 // the supervisor sees every change the command can make, runs beside what
-// follows, the command's first such call waiting for it. It then starts a
-// runner: the same binary re-executed as
-// "dsh-sandbox-runner". The runner is C code run from an ELF constructor
+// follows, the command's first such call waiting for it. It starts the
+// runner first, the same binary re-executed as "dsh-sandbox-runner", and
+// sends it the spec in two parts: what needs only the mode at once (the
+// cgroup, the namespaces), so that the runner makes them while the
+// supervisor prepares the rest, then the whole spec. The runner is C code run from an ELF constructor
 // (sandbox/internal/runner, runner_*_linux.c), before the Go runtime starts;
 // this package imports it, so any binary linking this package is its own
 // runner and a command costs no second Go start. In a fixed order it:
 //
-//  0. joins the command's cgroup itself where the spec came with its v1
-//     tasks files (before it forks or unshares anything); then creates
+//  0. joins the command's cgroup itself where the spec's first part came
+//     with its v1 tasks files (before it forks or unshares anything); then
+//     creates
 //     user, mount, ipc, uts, pid and (without network) net
 //     namespaces where the host allows them; with a pid namespace its child
 //     becomes the namespace's init and does the rest;

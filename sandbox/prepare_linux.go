@@ -366,46 +366,60 @@ func copiesParent() string {
 	return ""
 }
 
-// spec encodes the runner's spec. With userNS the runner tries to create
+// namespaceOptions are the options of the spec's first part, sent as soon
+// as the runner is spawned (runner.SpecTokens): what its cgroup and
+// namespaces need, known from the policy before it is prepared. spec
+// repeats them, and the runner checks that both parts agree.
+func namespaceOptions(p modes.Policy, userNS bool, extra, join int) [][2]string {
+	confine := p.Mode.Confines()
+	return [][2]string{
+		{"confine", flag(confine)},
+		{"userns", flag(confine && userNS)},
+		{"netns", flag(!p.Network)},
+		{"extra", strconv.Itoa(extra)},
+		{"cgjoin", strconv.Itoa(join)},
+	}
+}
+
+// flag is a boolean option's value.
+func flag(v bool) string {
+	if v {
+		return "1"
+	}
+	return "0"
+}
+
+// spec encodes the runner's whole spec, its second part (the first is
+// namespaceOptions). With userNS the runner tries to create
 // its namespaces (falling back to none where the host refuses them).
 // path, when not "", is the file the runner executes (argv[0] is then only
 // the command's name). extra is the number of the command's extra files
 // (the runner's fds 4.., the command's 3..). join is the number of the
-// command's cgroup files sent with the spec, for the runner to join the
-// group itself (limits.Group.JoinFiles).
+// command's cgroup files sent with the first part, for the runner to join
+// the group itself (limits.Group.JoinFiles).
 //
 // listen and dns, under a network allowlist, are the addresses the runner
 // listens on in the command's net namespace and those it binds the stub
 // resolver to (egressSession.listenAddrs, dnsAddrs).
 func (prep *preparation) spec(userNS bool, path string, extra, nproc, join int, listen, dns string) ([]byte, error) {
 	p := prep.policy
-	b := func(v bool) string {
-		if v {
-			return "1"
-		}
-		return "0"
-	}
 	confine := p.Mode.Confines()
-	opts := [][2]string{
-		{"confine", b(confine)},
-		{"userns", b(confine && userNS)},
-		{"netns", b(!p.Network)},
-		{"landlock", b(prep.ruleset != nil)},
+	opts := append(namespaceOptions(p, userNS, extra, join), [][2]string{
+		{"landlock", flag(prep.ruleset != nil)},
 		// The self-test path lies in /proc; a policy whose writable roots
 		// cover /proc (workspace "/") leaves nothing to deny there.
-		{"llselftest", b(mountplan.RootOf(p.WritableRoots, "/proc") == "")},
-		{"notify", b(prep.notify)},
+		{"llselftest", flag(mountplan.RootOf(p.WritableRoots, "/proc") == "")},
+		{"notify", flag(prep.notify)},
 		// Without a pid namespace, the runner nests the command in a
 		// Landlock domain of its own whose signal scope (ABI 6) keeps the
 		// relay and the keeper out of its reach.
-		{"scopesig", b(prep.ruleset != nil && prep.abi >= 6)},
+		{"scopesig", flag(prep.ruleset != nil && prep.abi >= 6)},
 		{"needview", prep.needView},
 		// The size of the program for a runner without a mount view,
 		// sent after the other (0: none).
 		{"bpf2", strconv.Itoa(len(prep.noView))},
 		{"why", prep.landlockErr},
 		{"path", path},
-		{"extra", strconv.Itoa(extra)},
 		// RLIMIT_NPROC, when no cgroup limits the command's pids (the
 		// runner sets it only in a user namespace of its own, see
 		// runner_main_linux.c).
@@ -414,8 +428,7 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc, join int, 
 		{"dns", dns},
 		{"ncaches", strconv.Itoa(len(prep.caches))},
 		{"cacheenv", strings.Join(prep.cacheEnv, "\n")},
-		{"cgjoin", strconv.Itoa(join)},
-	}
+	}...)
 	var plan []string
 	if confine && userNS {
 		var err error

@@ -108,7 +108,7 @@ func TestSpecKeysMatchRunnerHeader(t *testing.T) {
 	spec, err := prep.spec(true, "", 0, 0, 0, "", "")
 	require.NoError(t, err)
 	tok := strings.Split(string(spec), "\x00")
-	require.Equal(t, "dsh1", tok[0])
+	require.Equal(t, "dsh2", tok[0])
 	var keys []string
 	for i := 1; i+1 < len(tok) && tok[i] != "ops"; i += 2 {
 		keys = append(keys, tok[i])

@@ -314,11 +314,14 @@ func addRules(f *seccomp.ScmpFilter, rules []rule) error {
 // filtered itself). A filter chain may hold only one listener, and the
 // sandbox's runner needs its own: the server also receives
 // setsockopt(SOL_SOCKET, SO_SNDBUF) — which dsh-sandbox-run makes on its
-// control socket before it starts a runner, ignoring the result — and,
-// once it has answered a version query, closes the listener while that
-// call waits: the call fails with ENOSYS, and only then does the
-// supervisor go on and start the runner, whose listener the kernel now
-// accepts. No race: the close happens before the waiting call returns.
+// control socket before it sends the runner the spec's second part,
+// ignoring the result — and, once it has answered a version query, closes
+// the listener while that call waits: the call fails with ENOSYS, and only
+// then does the supervisor go on and send the spec, so that the runner's
+// command, which loads its filter after that, gets the listener the kernel
+// now accepts (a runner forked while the server's listener was open
+// shares the server's filter, whose listener counts only while it is
+// open). No race: the close happens before the waiting call returns.
 // Every later version query (the command's, a second preparation's) fails
 // with ENOSYS, as without Landlock. Should dsh-sandbox-run stop making that
 // setsockopt call, its runner fails with EBUSY, loudly.

@@ -39,17 +39,20 @@ type Layers struct {
 	CmdPid int `json:"cmd_pid"`
 }
 
-// SpecTokens encodes the runner's spec: NUL-separated tokens, "dsh1", then
+// SpecTokens encodes the runner's spec: NUL-separated tokens, "dsh2", then
 // key/value options, then "ops" and the mount plan (see runner_main_linux.c).
+// The spec comes in two parts: the first, sent when the runner is spawned,
+// has only the options its namespaces need ("confine", "userns", "netns",
+// "extra", "cgjoin"), which the second, the whole spec, must repeat.
 //
-// Every token the runner matches — Arg0, EnvVar, "dsh1", "ops", the option
+// Every token the runner matches — Arg0, EnvVar, "dsh2", "ops", the option
 // keys of package sandbox's spec (prepare_linux.go) and the mount plan's
 // steps and modes (package mountplan) — is listed once, in runner_linux.h:
 // a token added, renamed or removed on the Go side must change there too.
 func SpecTokens(opts [][2]string, plan []string) []byte {
 	var b []byte
 	add := func(s string) { b = append(append(b, s...), 0) }
-	add("dsh1")
+	add("dsh2")
 	for _, kv := range opts {
 		add(kv[0])
 		add(kv[1])

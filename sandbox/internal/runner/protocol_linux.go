@@ -32,13 +32,18 @@ func SendMsg(f *os.File, m any, fd int) error {
 }
 
 // RecvMsg reads one message; fd is -1 unless the message carried one.
-// io.EOF-like closure is reported as ErrClosed.
+// io.EOF-like closure is reported as ErrClosed, once every message the
+// runner sent is read.
 func RecvMsg(f *os.File, v any) (fd int, err error) {
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, unix.CmsgSpace(4))
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
-		if err == syscall.EINTR {
+		if err == syscall.EINTR || err == syscall.ECONNRESET {
+			// ECONNRESET: the runner ended with messages of ours unread
+			// (one that failed before reading its whole spec). The kernel
+			// says so once, ahead of what the runner sent, which is
+			// still to be read: its fail message, then the end.
 			continue
 		}
 		if err != nil {

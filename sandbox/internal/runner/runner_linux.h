@@ -91,20 +91,25 @@
 //   OP_*, MODE_*        the mount plan, mountplan.Plan,
 //                       sandbox/internal/mountplan/mountplan_linux.go
 // The spec is NUL-separated tokens: SPEC_MAGIC, KEY value pairs, SPEC_OPS,
-// then the mount plan's steps. An option the spec lacks reads as 0 (dshr_opt)
+// then the mount plan's steps. It comes in two parts: the first, sent when
+// the runner is spawned, has the options the namespaces need (KEY_CONFINE,
+// KEY_USERNS, KEY_NETNS, KEY_EXTRA, KEY_CGJOIN); the second, once the
+// supervisor prepared the policy, is the whole spec. An option the spec lacks reads as 0 (dshr_opt)
 // or "" (dshr_opt_str).
 
 // The invocation: argv[0] and an environment variable set to "1".
 #define RUNNER_ARG0 "dsh-sandbox-runner"
 #define RUNNER_ENV "_DSH_SANDBOX_RUNNER"
 
-#define SPEC_MAGIC "dsh1" // the first token
+#define SPEC_MAGIC "dsh2" // the first token (of both parts)
 #define SPEC_OPS "ops"    // ends the options; the mount plan follows
 
 // Options (KEY value).
 #define KEY_CONFINE "confine"       // 1: confine (a seccomp program follows the spec)
 #define KEY_USERNS "userns"         // 1: make the namespaces (dshr_setup_namespaces)
 #define KEY_NETNS "netns"           // 1: with a net namespace of the command's own
+#define KEY_EXTRA "extra"           // how many extra files (the runner's fds 4..)
+#define KEY_CGJOIN "cgjoin"         // how many cgroup tasks files came with the first part (join_cgroup)
 #define KEY_LANDLOCK "landlock"     // 1: a Landlock ruleset fd comes with the program
 #define KEY_LLSELFTEST "llselftest" // 1: check that Landlock denies a write in /proc
 #define KEY_NOTIFY "notify"         // 1: seccomp user notification (the listener)
@@ -113,13 +118,11 @@
 #define KEY_BPF2 "bpf2"             // bytes of the second program (no mount view), 0: none
 #define KEY_WHY "why"               // why there is no Landlock (for a fail message)
 #define KEY_PATH "path"             // the command's executable ("": execvp of argv[1])
-#define KEY_EXTRA "extra"           // how many extra files (the runner's fds 4..)
 #define KEY_NPROC "nproc"           // RLIMIT_NPROC in the runner's user namespace, 0: none
 #define KEY_EGRESS "egress"         // egress listener addresses, comma-separated
 #define KEY_DNS "dns"               // stub resolver addresses, comma-separated
 #define KEY_NCACHES "ncaches"       // how many toolchain cache overlays
 #define KEY_CACHEENV "cacheenv"     // I:NAME=VALUE lines (dshr_cache_env)
-#define KEY_CGJOIN "cgjoin"         // how many cgroup tasks files came with the spec (join_cgroup)
 
 // Mount plan steps (dshr_apply_mounts).
 #define OP_MOUNT "m"          // m SRC TGT FSTYPE FLAGS MODE

@@ -81,35 +81,53 @@ static void join_cgroup(const int *fds, int nfds, int trunc) {
 	}
 }
 
-static void runner_main(char **argv) {
-	static char spec[SPEC_MAX];
-	int cgfds[MAX_CGJOIN], ncgfds, cgtrunc;
-	// The spec, with the command's cgroup files when the runner joins the
-	// group itself; join_cgroup fails for a truncation, once every message
-	// of the supervisor's is in.
-	ssize_t n = dshr_recv_fds(spec, sizeof spec - 1, cgfds, MAX_CGJOIN, &ncgfds, &cgtrunc);
+// read_spec receives one part of the spec into spec (with the command's
+// cgroup files when cgfds is not NULL) and splits it into dshr_tok.
+static ssize_t read_spec(char *spec, size_t cap, int *cgfds, int *ncgfds, int *cgtrunc) {
+	ssize_t n = cgfds ? dshr_recv_fds(spec, cap - 1, cgfds, MAX_CGJOIN, ncgfds, cgtrunc) : dshr_recv_msg(spec, cap - 1);
 	if (n <= 0) _exit(125);
 	spec[n] = 0;
+	dshr_ntok = 0;
 	for (char *p = spec; p < spec + n; p += strlen(p) + 1) {
 		if (dshr_ntok == MAX_TOKENS) dshr_fail("runner: spec has too many tokens");
 		dshr_tok[dshr_ntok++] = p;
 	}
 	if (dshr_ntok < 1 || strcmp(dshr_tok[0], SPEC_MAGIC) != 0) dshr_fail("runner: bad spec");
-	int ops = 0;
-	while (ops < dshr_ntok && strcmp(dshr_tok[ops], SPEC_OPS) != 0) ops++;
+	return n;
+}
+
+static void runner_main(char **argv) {
+	static char spec[SPEC_MAX];
+	int cgfds[MAX_CGJOIN], ncgfds, cgtrunc;
 	char **cmd = argv + 1;
+	// The spec's first part, sent as soon as the runner is spawned, says
+	// what needs only the mode: the cgroup to join (its files come with
+	// it), the namespaces, the number of extra files. The runner makes
+	// them while the supervisor prepares the policy, which the second part
+	// carries.
+	read_spec(spec, sizeof spec, cgfds, &ncgfds, &cgtrunc);
 	if (!cmd[0]) dshr_fail("runner: no command");
 	nextra = dshr_opt(KEY_EXTRA);
 	if (nextra < 0 || nextra > 64) dshr_fail("runner: bad number of extra files");
 	for (int i = 0; i < nextra; i++)
 		if (fcntl(CTRL_FD + 1 + i, F_GETFD) < 0) dshr_fail("runner: extra file %d (fd %d) is not open", i, CTRL_FD + 1 + i);
-
-	int confine = dshr_opt(KEY_CONFINE), mount_view = 0, fresh_proc = 0, landlock = 0, notify = 0, ruleset = -1;
-	ssize_t blen = confine ? dshr_recv_bpf(dshr_bpf, sizeof dshr_bpf, &ruleset) : 0;
-	// Every message of the supervisor's is in (a runner that failed before
-	// would leave it writing to a closed socket, not reading why): join the
-	// group, before anything is forked or unshared.
+	int confine = dshr_opt(KEY_CONFINE), userns = dshr_opt(KEY_USERNS), netns = dshr_opt(KEY_NETNS);
+	// Join the group before anything is forked or unshared. (A runner
+	// that fails from here on leaves the supervisor's next send failing:
+	// it then reads why from the socket.)
 	join_cgroup(cgfds, ncgfds, cgtrunc);
+	// 0. Namespaces.
+	if (confine && userns) dshr_setup_namespaces(netns);
+	if (confine) dshr_loopback_up();
+	// The second part: the whole spec, which must agree with the first.
+	read_spec(spec, sizeof spec, NULL, NULL, NULL);
+	if (dshr_opt(KEY_CONFINE) != confine || dshr_opt(KEY_USERNS) != userns || dshr_opt(KEY_NETNS) != netns || dshr_opt(KEY_EXTRA) != nextra)
+		dshr_fail("runner: the spec disagrees with its first part");
+	int ops = 0;
+	while (ops < dshr_ntok && strcmp(dshr_tok[ops], SPEC_OPS) != 0) ops++;
+
+	int mount_view = 0, fresh_proc = 0, landlock = 0, notify = 0, ruleset = -1;
+	ssize_t blen = confine ? dshr_recv_bpf(dshr_bpf, sizeof dshr_bpf, &ruleset) : 0;
 	if (confine) {
 		// One program, or two (the second, bpf2 bytes at the end, routes
 		// metadata changes for a command without a mount view; picked
@@ -118,9 +136,6 @@ static void runner_main(char **argv) {
 		if (blen <= 0 || blen2 < 0 || blen2 >= blen || blen % sizeof(struct sock_filter) || blen2 % sizeof(struct sock_filter))
 			dshr_fail("runner: bad seccomp program");
 		if (dshr_opt(KEY_LANDLOCK) && ruleset < 0) dshr_fail("runner: no Landlock ruleset");
-		// 0. Namespaces.
-		if (dshr_opt(KEY_USERNS)) dshr_setup_namespaces(dshr_opt(KEY_NETNS));
-		dshr_loopback_up();
 		dshr_egress_listeners();
 		// 1. Mount view.
 		if (dshr_ns_mount) {
