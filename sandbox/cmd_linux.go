@@ -472,6 +472,9 @@ func (s *starting) waitReady() error {
 				s.stop() // the runner's status, once it is reaped
 				return &SetupError{Detail: fmt.Sprintf("the sandbox runner exited before the command started (%s)", describeStatus(s.tree.Status()))}
 			}
+			if re := ResourceErrorOf("receive the runner's message", err); re != nil {
+				return re // a descriptor it sent, dropped for want of one here
+			}
 			return controlSocket(err)
 		}
 		if fd >= 0 && m.Kind != runner.MsgListener {

@@ -38,7 +38,7 @@ func RecvMsg(f *os.File, v any) (fd int, err error) {
 	buf := make([]byte, 64<<10)
 	oob := make([]byte, unix.CmsgSpace(4))
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, err := unix.Recvmsg(int(f.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
 		if err == syscall.EINTR || err == syscall.ECONNRESET {
 			// ECONNRESET: the runner ended with messages of ours unread
 			// (one that failed before reading its whole spec). The kernel
@@ -60,6 +60,15 @@ func RecvMsg(f *os.File, v any) (fd int, err error) {
 					fd = fds[0]
 				}
 			}
+		}
+		if flags&unix.MSG_CTRUNC != 0 {
+			// The runner sends one descriptor at most, which the buffer
+			// holds: the kernel could not install it here (no
+			// descriptor left under RLIMIT_NOFILE), and dropped it.
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+			return -1, fmt.Errorf("control message: its descriptor was dropped: %w", unix.EMFILE)
 		}
 		if err := json.Unmarshal(buf[:n], v); err != nil {
 			if fd >= 0 {

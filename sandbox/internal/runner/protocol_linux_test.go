@@ -40,3 +40,48 @@ func TestRecvMsgAfterReset(t *testing.T) {
 		t.Fatalf("RecvMsg after the last message: %v, want ErrClosed", err)
 	}
 }
+
+// TestRecvMsgDroppedDescriptor: a descriptor the runner sends that the
+// kernel cannot install here (no descriptor left under RLIMIT_NOFILE) is
+// dropped with MSG_CTRUNC; RecvMsg says so with EMFILE, which the
+// supervisor reports as running out of resources, never as a message that
+// came without its descriptor.
+func TestRecvMsgDroppedDescriptor(t *testing.T) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := os.NewFile(uintptr(pair[0]), "supervisor")
+	defer sup.Close()
+	run := os.NewFile(uintptr(pair[1]), "runner")
+	defer run.Close()
+	if err := SendMsg(run, Msg{Kind: MsgListener}, int(run.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	// The next free descriptor is the limit: none can be installed.
+	probe, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(probe)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := old
+	low.Cur = uint64(probe)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	var m Msg
+	fd, err := RecvMsg(sup, &m)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	if !errors.Is(err, unix.EMFILE) {
+		t.Fatalf("RecvMsg with no descriptor left: fd %d, %v, want EMFILE", fd, err)
+	}
+}
