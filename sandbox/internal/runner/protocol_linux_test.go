@@ -10,18 +10,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// controlPair is a control socket's two ends, closed when t ends (closing
+// one twice does no harm).
+func controlPair(t *testing.T) (supervisor, runner *os.File) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisor, runner = os.NewFile(uintptr(pair[0]), "supervisor"), os.NewFile(uintptr(pair[1]), "runner")
+	t.Cleanup(func() {
+		supervisor.Close()
+		runner.Close()
+	})
+	return supervisor, runner
+}
+
 // TestRecvMsgAfterReset: a runner that fails before reading the whole spec
 // sends its fail message and ends with the supervisor's next message
 // unread. The kernel then reports ECONNRESET once, ahead of the fail
 // message: RecvMsg must still return that message, then ErrClosed.
 func TestRecvMsgAfterReset(t *testing.T) {
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup := os.NewFile(uintptr(pair[0]), "supervisor")
-	defer sup.Close()
-	run := os.NewFile(uintptr(pair[1]), "runner")
+	sup, run := controlPair(t)
 	if err := SendMsg(run, Msg{Kind: MsgFail, Detail: "userns-map: uid_map: Operation not permitted"}, -1); err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +56,7 @@ func TestRecvMsgAfterReset(t *testing.T) {
 // supervisor reports as running out of resources, never as a message that
 // came without its descriptor.
 func TestRecvMsgDroppedDescriptor(t *testing.T) {
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sup := os.NewFile(uintptr(pair[0]), "supervisor")
-	defer sup.Close()
-	run := os.NewFile(uintptr(pair[1]), "runner")
-	defer run.Close()
+	sup, run := controlPair(t)
 	if err := SendMsg(run, Msg{Kind: MsgListener}, int(run.Fd())); err != nil {
 		t.Fatal(err)
 	}
