@@ -13,7 +13,8 @@
 #   make fuzz        fuzz the bash tool's argument decoder for FUZZTIME (300000 inputs, ~20 s)
 #   make bench-deps  install bubblewrap, hyperfine and curl when missing
 #   make bench       spawn-overhead benchmark of the CLI (bench/spawn.sh), the executor
-#                    benchmarks (bench/executor.sh) and the egress proxy's (bench/egress.sh)
+#                    benchmarks (bench/executor.sh), the egress proxy's (bench/egress.sh), and
+#                    the others of bench/README.md
 #   make install     build and install dsh-sandbox-run (and dsh-sandbox-mcp when cmd/dsh-sandbox-mcp
 #                    exists), the landlock-run link and the man pages under PREFIX (/usr/local);
 #                    DESTDIR stages it, STATIC=1 installs the static build
@@ -255,6 +256,7 @@ bench: bench-deps build
 	bash bench/executor.sh
 	bash bench/egress.sh
 	bash bench/caches.sh
+	bash bench/session-floor.sh
 
 clean:
 	rm -rf bin bench/results
