@@ -83,7 +83,7 @@ static void join_cgroup(const int *fds, int nfds, int trunc) {
 
 // read_spec receives one part of the spec into spec (with the command's
 // cgroup files when cgfds is not NULL) and splits it into dshr_tok.
-static ssize_t read_spec(char *spec, size_t cap, int *cgfds, int *ncgfds, int *cgtrunc) {
+static void read_spec(char *spec, size_t cap, int *cgfds, int *ncgfds, int *cgtrunc) {
 	ssize_t n = cgfds ? dshr_recv_fds(spec, cap - 1, cgfds, MAX_CGJOIN, ncgfds, cgtrunc) : dshr_recv_msg(spec, cap - 1);
 	if (n <= 0) _exit(125);
 	spec[n] = 0;
@@ -93,7 +93,6 @@ static ssize_t read_spec(char *spec, size_t cap, int *cgfds, int *ncgfds, int *c
 		dshr_tok[dshr_ntok++] = p;
 	}
 	if (dshr_ntok < 1 || strcmp(dshr_tok[0], SPEC_MAGIC) != 0) dshr_fail("runner: bad spec");
-	return n;
 }
 
 static void runner_main(char **argv) {
