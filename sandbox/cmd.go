@@ -102,6 +102,12 @@ type Cmd struct {
 	// the kernel reported of the directory since: a stale one costs a read,
 	// never a miss.
 	AuditCache *AuditCache
+	// Namespaces, when not nil, keeps the namespaces commands of one mode
+	// and network share (see NamespaceCache; an Executor has one): the
+	// command's runner is forked in them instead of making its own user,
+	// UTS and net namespaces, so that it starts faster and shares its
+	// loopback with those commands.
+	Namespaces *NamespaceCache
 
 	// cmdState is the started command's state, per platform (off Linux,
 	// Start only returns ErrUnsupported).

@@ -369,8 +369,11 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool, ports []uint16) (err e
 	if c.group != nil {
 		cgroupDir, _ = c.group.OpenDir()
 	}
-	proc, ctrl, err := c.spawnRunner(runnerPath, s.eg, cgroupDir)
-	joined := err == nil && cgroupDir != nil
+	proc, ctrl, joined := c.forkFromSession(runnerPath, userNS, s.eg, cgroupDir)
+	if proc == nil {
+		proc, ctrl, err = c.spawnRunner(runnerPath, s.eg, cgroupDir)
+		joined = err == nil && cgroupDir != nil
+	}
 	if err != nil && cgroupDir != nil {
 		var se *SetupError
 		if errors.As(err, &se) {
@@ -978,24 +981,13 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.Fi
 	ctrl := os.NewFile(uintptr(pair[0]), "dsh-sandbox-control")
 	child := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
 	defer child.Close()
-	env := c.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	switch {
-	case eg != nil:
-		env = append(withoutProxyEnv(env), eg.proxyEnv()...)
-	case c.Policy.Mode.Confines() && !c.Policy.Network:
-		// With the network off the caller's proxy is out of reach, and its
-		// URL may carry a password.
-		env = withoutProxyEnv(env)
-	}
+	env := c.runnerEnv(eg)
 	// The control socket is the runner's fd 3; the command's extra files
 	// follow it, and the runner moves them down to 3.. in the command.
 	proc := &exec.Cmd{
 		Path:       runnerPath,
 		Args:       append([]string{runner.Arg0}, c.Args...),
-		Env:        append(runner.EnvWithout(env, runner.EnvVar), runner.EnvVar+"=1"),
+		Env:        append(env, runner.EnvVar+"=1"),
 		Dir:        c.Dir,
 		Stdin:      readerOf(c.Stdin),
 		Stdout:     writerOf(c.Stdout),
@@ -1020,6 +1012,101 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.Fi
 		return nil, nil, &SetupError{Detail: fmt.Sprintf("cannot start the runner %s: %v", runnerPath, unwrapExecErr(err))}
 	}
 	return proc.Process, ctrl, nil
+}
+
+// runnerEnv is the environment the runner gives the command.
+func (c *Cmd) runnerEnv(eg *egressSession) []string {
+	env := c.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	switch {
+	case eg != nil:
+		env = append(withoutProxyEnv(env), eg.proxyEnv()...)
+	case c.Policy.Mode.Confines() && !c.Policy.Network:
+		// With the network off the caller's proxy is out of reach, and its
+		// URL may carry a password.
+		env = withoutProxyEnv(env)
+	}
+	return runner.EnvWithout(env, runner.EnvVar)
+}
+
+// forkFromSession starts the runner from c.Namespaces' session runner for
+// the command's workspace, mode and network (see NamespaceCache): the same
+// runner as spawnRunner's, with the same files, environment and working
+// directory, forked in the session's namespaces; joined says it started in
+// cgroupDir. It returns a nil proc when no session runner serves the
+// command (no cache, a network allowlist, no user namespace asked or to be
+// had, a process limit without a cgroup, a session runner that cannot
+// fork): the caller then spawns a runner of its own, which says what fails.
+func (c *Cmd) forkFromSession(runnerPath string, userNS bool, eg *egressSession, cgroupDir *os.File) (proc *os.Process, ctrl *os.File, joined bool) {
+	if c.Namespaces == nil || !userNS || eg != nil || !c.Policy.Mode.Confines() {
+		return nil, nil, false
+	}
+	if c.group == nil && c.Policy.Limits.MaxPids > 0 && os.Getuid() != 0 {
+		// The process limit is then RLIMIT_NPROC, which counts the
+		// processes of the user namespace: a session's would count every
+		// command of the session.
+		return nil, nil, false
+	}
+	env := c.runnerEnv(eg)
+	for _, s := range append(append([]string{}, c.Args...), env...) {
+		if strings.IndexByte(s, 0) >= 0 {
+			// Not a token: the runner of its own refuses it (os/exec).
+			return nil, nil, false
+		}
+	}
+	dirPath := c.Dir
+	if dirPath == "" {
+		dirPath = "."
+	}
+	dir, err := os.OpenFile(dirPath, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		// A runner of its own says why, as os/exec does.
+		return nil, nil, false
+	}
+	defer dir.Close()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, false
+	}
+	ctrl = os.NewFile(uintptr(pair[0]), "dsh-sandbox-control")
+	child := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
+	defer child.Close()
+	files := []*os.File{c.Stdin, c.Stdout, c.Stderr}
+	for i, f := range files {
+		if f == nil {
+			flag := os.O_WRONLY
+			if i == 0 {
+				flag = os.O_RDONLY
+			}
+			null, err := os.OpenFile(os.DevNull, flag, 0)
+			if err != nil {
+				ctrl.Close()
+				return nil, nil, false
+			}
+			defer null.Close()
+			files[i] = null
+		}
+	}
+	files = append(files, c.runnerFiles(child)...)
+	// A session runner found gone is replaced, once.
+	key := sessionKey{runner: runnerPath, workspace: c.Policy.Workspace, mode: c.Policy.Mode, network: c.Policy.Network}
+	for try := 0; try < 2; try++ {
+		s := c.Namespaces.sessionFor(key)
+		if s == nil {
+			break
+		}
+		var err error
+		if proc, joined, err = s.fork(c.Args, env, files, dir, cgroupDir); err == nil {
+			return proc, ctrl, joined
+		}
+		if dead, _ := s.state(); !dead {
+			break
+		}
+	}
+	ctrl.Close()
+	return nil, nil, false
 }
 
 // isResourceErrno reports whether err is running out of processes, file

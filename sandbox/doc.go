@@ -17,7 +17,11 @@
 // runner first, the same binary re-executed as "dsh-sandbox-runner", and
 // sends it the spec in two parts: what needs only the mode at once (the
 // cgroup, the namespaces), so that the runner makes them while the
-// supervisor prepares the rest, then the whole spec. The runner is C code run from an ELF constructor
+// supervisor prepares the rest, then the whole spec. With a [NamespaceCache]
+// (Cmd.Namespaces; an Executor's) the runner is instead forked, as this
+// process's child, by a session runner that made the user, UTS and net
+// namespaces once for the commands of one workspace, mode and network.
+// The runner is C code run from an ELF constructor
 // (sandbox/internal/runner, runner_*_linux.c), before the Go runtime starts;
 // this package imports it, so any binary linking this package is its own
 // runner and a command costs no second Go start. In a fixed order it:

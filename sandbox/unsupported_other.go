@@ -57,6 +57,13 @@ func (a *AuditCache) ReadRecords(io.Reader) error { return ErrUnsupported }
 // LoadRecords is ReadRecords in the background (Linux): nothing here.
 func (a *AuditCache) LoadRecords(io.Reader) {}
 
+// NamespaceCache keeps the namespaces commands share (Linux). Off Linux no
+// command is started: it keeps nothing.
+type NamespaceCache struct{}
+
+// Close does nothing.
+func (nc *NamespaceCache) Close() error { return nil }
+
 // EgressProxy is the egress proxy of the commands whose policy has a network
 // allowlist. Off Linux no command uses one: it never listens.
 type EgressProxy struct{}

@@ -33,6 +33,8 @@ type Executor struct {
 
 	proxy *sandbox.EgressProxy // started by the first command with the allowlist
 	audit sandbox.AuditCache   // what the post-run audits read and watch, for the next commands
+	// namespaces: the namespaces commands of one mode and network share
+	namespaces sandbox.NamespaceCache
 
 	mu     sync.Mutex
 	live   map[*job]struct{}
@@ -158,6 +160,7 @@ func (e *Executor) Close() error {
 	}
 	e.proxy.Close()
 	e.audit.Close()
+	e.namespaces.Close()
 	e.spill.close() // removed only when empty
 	return nil
 }

@@ -164,6 +164,7 @@ func (j *job) start() error {
 		// The executor writes its spill files there during the run.
 		AuditSkip:  []string{j.e.spillDir},
 		AuditCache: &j.e.audit,
+		Namespaces: &j.e.namespaces,
 	}
 	if !j.r.Mode.Confines() {
 		// No sandbox runner: the process-tree keeper is this very binary

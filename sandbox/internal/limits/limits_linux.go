@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -73,13 +74,13 @@ func Create(l modes.Limits, name string) (*Group, error) {
 		// memory.swap.max becomes 0 where swap is accounted.
 		g.mgr, g.dir = m, m.Path("")
 	} else {
+		own, err := ownV1Paths()
+		if err != nil {
+			return nil, err
+		}
 		g.paths = map[string]string{}
 		for _, c := range v1Controllers {
-			own, err := cgroups.GetOwnCgroupPath(c)
-			if err != nil {
-				return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
-			}
-			g.paths[c] = filepath.Join(own, name)
+			g.paths[c] = filepath.Join(own[c], name)
 		}
 		if l.MaxMemory > 0 {
 			r.Memory = l.MaxMemory
@@ -114,6 +115,38 @@ func Create(l modes.Limits, name string) (*Group, error) {
 		return nil, fmt.Errorf("set cgroup limits: %w", err)
 	}
 	return g, nil
+}
+
+// ownV1Paths is this process's own cgroup directory in each hierarchy of
+// v1Controllers: what cgroups.GetOwnCgroupPath says of each, read from one
+// read of /proc/self/mountinfo and one of /proc/self/cgroup instead of one
+// of each per controller (a fifth of a command's cgroup setup, measured).
+func ownV1Paths() (map[string]string, error) {
+	mounts, err := cgroups.GetCgroupMounts(false)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v1: %w", err)
+	}
+	own, err := cgroups.ParseCgroupFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v1: %w", err)
+	}
+	paths := map[string]string{}
+	for _, c := range v1Controllers {
+		cg, ok := own[c]
+		if !ok {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", c, cgroups.NewNotFoundError(c))
+		}
+		i := slices.IndexFunc(mounts, func(m cgroups.Mount) bool { return slices.Contains(m.Subsystems, c) })
+		if i < 0 {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", c, cgroups.NewNotFoundError(c))
+		}
+		rel, err := filepath.Rel(mounts[i].Root, cg)
+		if err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", c, err)
+		}
+		paths[c] = filepath.Join(mounts[i].Mountpoint, rel)
+	}
+	return paths, nil
 }
 
 // parents are the directories the group is made in: one per hierarchy on

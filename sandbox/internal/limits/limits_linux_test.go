@@ -307,3 +307,24 @@ func TestCreateRefusedWithoutAccess(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnV1Paths: ownV1Paths says what cgroups.GetOwnCgroupPath says of
+// each controller, from one read of each file.
+func TestOwnV1Paths(t *testing.T) {
+	if cgroups.IsCgroup2UnifiedMode() {
+		t.Skip("cgroup v2 host: no v1 hierarchies")
+	}
+	got, err := ownV1Paths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range v1Controllers {
+		want, err := cgroups.GetOwnCgroupPath(c)
+		if err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+		if got[c] != want {
+			t.Errorf("%s: %q, want %q", c, got[c], want)
+		}
+	}
+}

@@ -7,6 +7,11 @@
 // [Arg0] and [EnvVar]=1, and never reaches main. It creates the namespaces,
 // builds the mount view, drops privileges, enforces Landlock and seccomp,
 // starts the command and stays as its relay, keeper or pid-namespace init.
+// Re-executed with [EnvVar]=[EnvSession] it is a session runner instead
+// (runner_session_linux.c): it makes the user, UTS and net namespaces a
+// session's commands share and forks each command's runner in them, as the
+// supervisor's child ([SessionTokens], [SessionCommand]); it never runs a
+// command itself and ends with its socket.
 //
 // The Go side here is the control protocol ([Msg], [SpecTokens], [SendMsg],
 // [RecvMsg]: JSON messages and SCM_RIGHTS over a SOCK_SEQPACKET pair, the

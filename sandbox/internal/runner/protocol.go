@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -10,6 +11,10 @@ import (
 const (
 	Arg0   = "dsh-sandbox-runner"
 	EnvVar = "_DSH_SANDBOX_RUNNER"
+	// EnvSession, as EnvVar's value, starts a session runner instead: it
+	// makes the namespaces its commands share, then forks a runner per
+	// command (SessionTokens, SessionCommand; runner_session_linux.c).
+	EnvSession = "session"
 )
 
 // Namespaces says which namespaces a sandboxed command runs in.
@@ -64,8 +69,41 @@ func SpecTokens(opts [][2]string, plan []string) []byte {
 	return b
 }
 
+// SessionTokens is a session runner's first message: the namespaces its
+// commands share, with a net namespace when netns.
+func SessionTokens(netns bool) []byte {
+	n := "0"
+	if netns {
+		n = "1"
+	}
+	return tokens("dsh2", "session", n)
+}
+
+// SessionCommand asks a session runner for a command's runner: nfd files
+// (its fds 0..nfd-1) travel with it, then its working directory and, with
+// cgroup, the cgroup v2 directory to start it in; umask is its umask, argv
+// the command's (without the runner's argv[0]) and env its environment.
+func SessionCommand(nfd int, cgroup bool, umask int, argv, env []string) []byte {
+	cg := "0"
+	if cgroup {
+		cg = "1"
+	}
+	head := []string{"dsh2", "command", strconv.Itoa(nfd), cg, strconv.FormatInt(int64(umask), 8), strconv.Itoa(len(argv))}
+	return tokens(append(append(head, argv...), env...)...)
+}
+
+func tokens(t ...string) []byte {
+	var b []byte
+	for _, s := range t {
+		b = append(append(b, s...), 0)
+	}
+	return b
+}
+
 // Message kinds sent by the runner.
 const (
+	MsgSession  = "session"  // a session runner made its namespaces (Layers says which)
+	MsgForked   = "forked"   // a session runner forked a command's runner (Pid, Cgroup)
 	MsgInit     = "init"     // the pid-namespace init's pid, seen from outside
 	MsgKeeper   = "keeper"   // the inner keeper's pid (no pid namespace)
 	MsgListener = "listener" // the seccomp listener's fd number in the runner, and the mount view
@@ -117,6 +155,8 @@ type Msg struct {
 	// the mount plan, in its order: '1' mounted, anything else not (the
 	// cache stays read-only).
 	Caches string `json:"caches,omitempty"`
+	// Cgroup (forked): 1 when the runner was started in the cgroup sent.
+	Cgroup int `json:"cgroup,omitempty"`
 }
 
 type closedError struct{}

@@ -9,6 +9,7 @@
 //   runner_tree_linux.c    the relay, keeper and init: supervise, kill_tree, seal_process
 //   runner_net_linux.c     the sandbox's loopback, egress listeners, stub resolver sockets
 //   runner_filter_linux.c  the seccomp program and listener, the Landlock signal scope
+//   runner_session_linux.c the session runner: namespaces kept for the next commands
 //
 // Every symbol shared between the files is named dshr_ (static otherwise),
 // so that none collides with another C library linked into the same binary;
@@ -97,9 +98,11 @@
 // supervisor prepared the policy, is the whole spec. An option the spec lacks reads as 0 (dshr_opt)
 // or "" (dshr_opt_str).
 
-// The invocation: argv[0] and an environment variable set to "1".
+// The invocation: argv[0] and an environment variable set to "1" (a
+// runner) or "session" (a session runner, runner_session_linux.c).
 #define RUNNER_ARG0 "dsh-sandbox-runner"
 #define RUNNER_ENV "_DSH_SANDBOX_RUNNER"
+#define RUNNER_ENV_SESSION "session"
 
 #define SPEC_MAGIC "dsh2" // the first token (of both parts)
 #define SPEC_OPS "ops"    // ends the options; the mount plan follows
@@ -168,6 +171,12 @@ int dshr_apply_mounts(int from, int *fresh_proc, int ruleset);
 void dshr_drop_capabilities(void);
 void dshr_cache_env(void);
 void dshr_setup_namespaces(int want_net);
+void dshr_enter_session_namespaces(int want_net);
+
+// runner_session_linux.c: the session runner.
+
+extern int dshr_session, dshr_session_netns;
+__attribute__((noreturn)) void dshr_session_main(char **argv, void (*run)(char **));
 
 // runner_tree_linux.c: the relay, keeper and init, and the tree's kill.
 

@@ -115,7 +115,8 @@ static void runner_main(char **argv) {
 	// that fails from here on leaves the supervisor's next send failing:
 	// it then reads why from the socket.)
 	join_cgroup(cgfds, ncgfds, cgtrunc);
-	// 0. Namespaces.
+	// 0. Namespaces (forked by a session runner: the rest of them).
+	if (dshr_session && (!confine || !userns || netns != dshr_session_netns)) dshr_fail("runner: the spec disagrees with its session");
 	if (confine && userns) dshr_setup_namespaces(netns);
 	if (confine) dshr_loopback_up();
 	// The second part: the whole spec, which must agree with the first.
@@ -308,15 +309,18 @@ static void runner_main(char **argv) {
 }
 
 // dsh_sandbox_runner runs before the Go runtime when this process was started
-// as a runner (argv[0] "dsh-sandbox-runner" and _DSH_SANDBOX_RUNNER=1), and
-// returns at once otherwise.
+// as a runner (argv[0] "dsh-sandbox-runner" and _DSH_SANDBOX_RUNNER=1) or a
+// session runner (_DSH_SANDBOX_RUNNER=session), and returns at once otherwise.
 __attribute__((constructor)) static void dsh_sandbox_runner(int argc, char **argv, char **envp) {
 	(void)envp;
 	if (argc < 1 || !argv || !argv[0] || strcmp(argv[0], RUNNER_ARG0) != 0) return;
 	const char *m = getenv(RUNNER_ENV);
-	if (!m || strcmp(m, "1") != 0) return;
+	if (!m) return;
+	int session = strcmp(m, RUNNER_ENV_SESSION) == 0;
+	if (!session && strcmp(m, "1") != 0) return;
 	unsetenv(RUNNER_ENV);
 	cloexec_from(CTRL_FD);
+	if (session) dshr_session_main(argv, runner_main);
 	runner_main(argv);
 	_exit(125);
 }

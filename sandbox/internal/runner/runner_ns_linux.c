@@ -181,13 +181,13 @@ static int write_file(const char *path, const char *data) {
 }
 
 
-// enter_namespaces moves the runner into new user, mount, ipc, uts, pid (for
-// its children) and, without network, net namespaces, mapping the caller's
-// uid and gid to themselves. A host that refuses user namespaces leaves the
-// runner where it was (dshr_ns_error says why); a host that lets us create one but
-// not map our ids leaves us unusable, and the runner fails with "userns-map"
-// so the supervisor can start a fresh runner without namespaces.
-static void enter_namespaces(int want_net) {
+// enter_user_namespace moves the runner into a new user namespace, mapping
+// the caller's uid and gid to themselves. A host that refuses user
+// namespaces leaves the runner where it was (dshr_ns_error says why); a host
+// that lets us create one but not map our ids leaves us unusable, and the
+// runner fails with "userns-map" so the supervisor can start a fresh runner
+// without namespaces.
+static void enter_user_namespace(void) {
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
 	if (unshare(CLONE_NEWUSER) < 0) {
@@ -214,18 +214,47 @@ static void enter_namespaces(int want_net) {
 		dshr_fail("userns-map: gid_map: %s", strerror(errno));
 	}
 	dshr_ns_user = 1;
-	struct {
-		int flag, *done;
-		const char *name;
-	} more[] = {{CLONE_NEWNS, &dshr_ns_mount, "mount"}, {CLONE_NEWIPC, &dshr_ns_ipc, "ipc"}, {CLONE_NEWUTS, &dshr_ns_uts, "uts"},
-	            {CLONE_NEWPID, &dshr_ns_pid, "pid"}, {CLONE_NEWNET, &dshr_ns_net, "net"}};
-	for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
-		if (more[i].flag == CLONE_NEWNET && !want_net) continue;
-		if (unshare(more[i].flag) == 0)
-			*more[i].done = 1;
+}
+
+// The namespaces made in the user namespace: the session's (a session
+// runner makes them once for all its commands) and each command's own.
+static const struct {
+	int flag, session;
+	int *done;
+	const char *name;
+} more_namespaces[] = {{CLONE_NEWNS, 0, &dshr_ns_mount, "mount"}, {CLONE_NEWIPC, 0, &dshr_ns_ipc, "ipc"}, {CLONE_NEWUTS, 1, &dshr_ns_uts, "uts"},
+                       {CLONE_NEWPID, 0, &dshr_ns_pid, "pid"},    {CLONE_NEWNET, 1, &dshr_ns_net, "net"}};
+
+// enter_more unshares the namespaces of more_namespaces whose session is
+// session (net only with want_net), recording those refused.
+static void enter_more(int session, int want_net) {
+	for (size_t i = 0; i < sizeof more_namespaces / sizeof more_namespaces[0]; i++) {
+		if (more_namespaces[i].session != session || (more_namespaces[i].flag == CLONE_NEWNET && !want_net)) continue;
+		if (unshare(more_namespaces[i].flag) == 0)
+			*more_namespaces[i].done = 1;
 		else
-			dshr_add_reason("no %s namespace: %s", more[i].name, strerror(errno));
+			dshr_add_reason("no %s namespace: %s", more_namespaces[i].name, strerror(errno));
 	}
+}
+
+// dshr_enter_session_namespaces is a session runner's step: the user
+// namespace, and in it the UTS and (with want_net) net namespaces its
+// commands share.
+void dshr_enter_session_namespaces(int want_net) {
+	enter_user_namespace();
+	if (dshr_ns_user) enter_more(1, want_net);
+}
+
+// enter_namespaces moves the runner into new user, mount, ipc, uts, pid (for
+// its children) and, without network, net namespaces; a runner forked by a
+// session runner is in the session's user, UTS and net namespaces already,
+// and makes the others.
+static void enter_namespaces(int want_net) {
+	if (!dshr_session) {
+		dshr_enter_session_namespaces(want_net);
+		if (!dshr_ns_user) return;
+	}
+	enter_more(0, want_net);
 }
 
 // dshr_setup_namespaces is step 0. With a pid namespace it forks the namespace's
