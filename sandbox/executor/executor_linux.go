@@ -141,8 +141,9 @@ func (e *Executor) isClosed() bool {
 }
 
 // Close kills every command the executor still runs (SIGTERM, then SIGKILL
-// after the grace), waits for them to settle, and releases the audit's
-// directory watches (sandbox.AuditCache). Spill files are left in place:
+// after the grace), waits for them to settle, releases the audit's
+// directory watches (sandbox.AuditCache) and ends the session runners
+// (sandbox.NamespaceCache). Spill files are left in place:
 // their paths may have been handed out. Later calls fail with ErrClosed.
 func (e *Executor) Close() error {
 	e.mu.Lock()
