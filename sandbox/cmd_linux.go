@@ -224,6 +224,10 @@ func (c *Cmd) Start() (err error) {
 		}
 	}()
 	err = c.startRunner(runnerPath, true, ports)
+	if errors.Is(err, errNprocInSession) {
+		// Without its group now, the command is no session's.
+		err = c.startRunner(runnerPath, true, ports)
+	}
 	var se *SetupError
 	if errors.As(err, &se) && strings.HasPrefix(se.Detail, "userns-map:") {
 		// The host let the runner create a user namespace but not map its
@@ -370,6 +374,7 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool, ports []uint16) (err e
 		cgroupDir, _ = c.group.OpenDir()
 	}
 	proc, ctrl, joined := c.forkFromSession(runnerPath, userNS, s.eg, cgroupDir)
+	fromSession := proc != nil
 	if proc == nil {
 		proc, ctrl, err = c.spawnRunner(runnerPath, s.eg, cgroupDir)
 		joined = err == nil && cgroupDir != nil
@@ -410,6 +415,12 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool, ports []uint16) (err e
 			if err := c.group.Add(proc.Pid); err != nil {
 				c.group.Close()
 				c.group = nil
+				if fromSession && c.Policy.Limits.MaxPids > 0 && os.Getuid() != 0 {
+					// The limit falls to RLIMIT_NPROC, which in the
+					// session's user namespace would count every
+					// command of the session: Start spawns a runner.
+					return errNprocInSession
+				}
 			}
 		}
 	}
@@ -1014,6 +1025,11 @@ func (c *Cmd) spawnRunner(runnerPath string, eg *egressSession, cgroupDir *os.Fi
 	return proc.Process, ctrl, nil
 }
 
+// errNprocInSession: a runner forked by a session runner lost its cgroup,
+// and the process limit would be RLIMIT_NPROC in the session's user
+// namespace.
+var errNprocInSession = errors.New("sandbox: process limit without a cgroup in a session")
+
 // runnerEnv is the environment the runner gives the command.
 func (c *Cmd) runnerEnv(eg *egressSession) []string {
 	env := c.Env
@@ -1032,7 +1048,7 @@ func (c *Cmd) runnerEnv(eg *egressSession) []string {
 }
 
 // forkFromSession starts the runner from c.Namespaces' session runner for
-// the command's workspace, mode and network (see NamespaceCache): the same
+// the command's policy (see NamespaceCache): the same
 // runner as spawnRunner's, with the same files, environment and working
 // directory, forked in the session's namespaces; joined says it started in
 // cgroupDir. It returns a nil proc when no session runner serves the
@@ -1049,12 +1065,21 @@ func (c *Cmd) forkFromSession(runnerPath string, userNS bool, eg *egressSession,
 		// command of the session.
 		return nil, nil, false
 	}
-	env := c.runnerEnv(eg)
+	// The environment as os/exec gives it a runner it spawns.
+	env := dedupEnv(c.runnerEnv(eg))
 	for _, s := range append(append([]string{}, c.Args...), env...) {
 		if strings.IndexByte(s, 0) >= 0 {
 			// Not a token: the runner of its own refuses it (os/exec).
 			return nil, nil, false
 		}
+	}
+	txDir := ""
+	if c.Transaction != nil {
+		txDir = c.Transaction.Dir()
+	}
+	key, err := sessionKeyOf(runnerPath, c.Policy, txDir)
+	if err != nil {
+		return nil, nil, false
 	}
 	dirPath := c.Dir
 	if dirPath == "" {
@@ -1066,15 +1091,8 @@ func (c *Cmd) forkFromSession(runnerPath string, userNS bool, eg *egressSession,
 		return nil, nil, false
 	}
 	defer dir.Close()
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, false
-	}
-	ctrl = os.NewFile(uintptr(pair[0]), "dsh-sandbox-control")
-	child := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
-	defer child.Close()
-	files := []*os.File{c.Stdin, c.Stdout, c.Stderr}
-	for i, f := range files {
+	stdio := []*os.File{c.Stdin, c.Stdout, c.Stderr}
+	for i, f := range stdio {
 		if f == nil {
 			flag := os.O_WRONLY
 			if i == 0 {
@@ -1082,31 +1100,62 @@ func (c *Cmd) forkFromSession(runnerPath string, userNS bool, eg *egressSession,
 			}
 			null, err := os.OpenFile(os.DevNull, flag, 0)
 			if err != nil {
-				ctrl.Close()
 				return nil, nil, false
 			}
 			defer null.Close()
-			files[i] = null
+			stdio[i] = null
 		}
 	}
-	files = append(files, c.runnerFiles(child)...)
-	// A session runner found gone is replaced, once.
-	key := sessionKey{runner: runnerPath, workspace: c.Policy.Workspace, mode: c.Policy.Mode, network: c.Policy.Network}
+	// A session runner found gone is replaced, once. Each try has a
+	// control socket of its own: a runner forked by a session runner that
+	// died before it answered must not share one with the next.
 	for try := 0; try < 2; try++ {
 		s := c.Namespaces.sessionFor(key)
 		if s == nil {
 			break
 		}
-		var err error
-		if proc, joined, err = s.fork(c.Args, env, files, dir, cgroupDir); err == nil {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		ctrl = os.NewFile(uintptr(pair[0]), "dsh-sandbox-control")
+		child := os.NewFile(uintptr(pair[1]), "dsh-sandbox-control")
+		files := append(append([]*os.File{}, stdio...), c.runnerFiles(child)...)
+		proc, joined, err = s.fork(c.Args, env, files, dir, cgroupDir)
+		child.Close()
+		if err == nil {
 			return proc, ctrl, joined
 		}
-		if dead, _ := s.state(); !dead {
+		ctrl.Close()
+		if !s.dead.Load() {
 			break
 		}
 	}
-	ctrl.Close()
 	return nil, nil, false
+}
+
+// dedupEnv is env as os/exec passes it to a process: the last of the
+// entries of one name, in their order, without empty entries.
+func dedupEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	seen := make(map[string]bool, len(env))
+	for i := len(env) - 1; i >= 0; i-- {
+		kv := env[i]
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			if kv != "" {
+				out = append(out, kv)
+			}
+			continue
+		}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, kv)
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // isResourceErrno reports whether err is running out of processes, file

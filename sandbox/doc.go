@@ -20,7 +20,7 @@
 // supervisor prepares the rest, then the whole spec. With a [NamespaceCache]
 // (Cmd.Namespaces; an Executor's) the runner is instead forked, as this
 // process's child, by a session runner that made the user, UTS and net
-// namespaces once for the commands of one workspace, mode and network.
+// namespaces once for the commands of one policy.
 // The runner is C code run from an ELF constructor
 // (sandbox/internal/runner, runner_*_linux.c), before the Go runtime starts;
 // this package imports it, so any binary linking this package is its own

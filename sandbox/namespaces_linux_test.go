@@ -12,11 +12,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -36,7 +38,7 @@ func sessionPolicy(t *testing.T, mode modes.Mode, ws string) modes.Policy {
 // namespaces), failing instead under DSH_REQUIRE_LANDLOCK (CI).
 func needSession(t *testing.T) {
 	t.Helper()
-	s, err := startSession(sessionKey{runner: selfExe, mode: modes.WorkspaceWrite})
+	s, err := startSession(sessionKey{runner: selfExe, netns: true})
 	if err != nil {
 		if os.Getenv("DSH_REQUIRE_LANDLOCK") != "" {
 			t.Fatalf("no session runner here: %v", err)
@@ -295,8 +297,7 @@ func TestNamespaceCacheOutlivesItsRunner(t *testing.T) {
 		require.Len(t, nc.sessions, 1)
 		for _, s := range nc.sessions {
 			assert.NotSame(t, first, s)
-			dead, _ := s.state()
-			assert.False(t, dead, "the replacement serves")
+			assert.False(t, s.dead.Load(), "the replacement serves")
 		}
 	})
 }
@@ -336,7 +337,7 @@ func TestNamespaceCacheProcessLimitAlone(t *testing.T) {
 // command.
 func TestSessionRunnerRefusesBadRequests(t *testing.T) {
 	needSession(t)
-	s, err := startSession(sessionKey{runner: selfExe, mode: modes.WorkspaceWrite})
+	s, err := startSession(sessionKey{runner: selfExe, netns: true})
 	require.NoError(t, err)
 	defer s.close()
 	null, err := os.Open(os.DevNull)
@@ -387,15 +388,16 @@ func TestSessionRunnerRefusesBadRequests(t *testing.T) {
 	out, err := os.CreateTemp(t.TempDir(), "out")
 	require.NoError(t, err)
 	defer out.Close()
-	nc := &NamespaceCache{sessions: map[sessionKey]*session{{runner: selfExe, workspace: p.Workspace, mode: p.Mode}: s}}
+	key, err := sessionKeyOf(selfExe, p, "")
+	require.NoError(t, err)
+	nc := &NamespaceCache{sessions: map[sessionKey]*session{key: s}}
 	c := &Cmd{Policy: p, Path: "/bin/bash", Args: []string{"bash", "-c", "readlink /proc/self/ns/user"}, Dir: p.Workspace, Stdout: out, Namespaces: nc}
 	r, err := c.Run()
 	require.NoError(t, err)
 	assert.Equal(t, 0, r.ExitCode)
 	b, err := os.ReadFile(out.Name())
 	require.NoError(t, err)
-	dead, _ := s.state()
-	assert.False(t, dead)
+	assert.False(t, s.dead.Load())
 	if os.Geteuid() == 0 {
 		userNS, err := os.Readlink("/proc/" + strconv.Itoa(s.proc.Process.Pid) + "/ns/user")
 		require.NoError(t, err)
@@ -431,5 +433,114 @@ func TestNamespaceCacheCommandInItsCgroup(t *testing.T) {
 			}
 			assert.Contains(t, f[2], "/dsh-sandbox-", line)
 		}
+	}
+}
+
+// TestNamespaceCacheSharesByPolicy: commands of one workspace and mode but
+// of different policies (another writable root) never share a session, so
+// that none can ask a server of the other's to write where it may not.
+func TestNamespaceCacheSharesByPolicy(t *testing.T) {
+	needSession(t)
+	var nc NamespaceCache
+	defer nc.Close()
+	ws := t.TempDir()
+	p := sessionPolicy(t, modes.WorkspaceWrite, ws)
+	// (Not under the temporary directory, a writable root already.)
+	extra, err := os.MkdirTemp("/var/tmp", "dsh-session-")
+	require.NoError(t, err)
+	defer os.Remove(extra)
+	wider, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws, AllowWrite: []string{extra}})
+	require.NoError(t, err)
+	wider.Limits = modes.Limits{}
+	require.NotEqual(t, p.WritableRoots, wider.WritableRoots)
+	runShell(t, &nc, p, "true")
+	runShell(t, &nc, p, "true")
+	assert.Equal(t, 1, sessionCount(&nc))
+	runShell(t, &nc, wider, "true")
+	assert.Equal(t, 2, sessionCount(&nc), "another policy, another session")
+}
+
+// TestNamespaceCacheEnvironmentAsExec: the environment a forked runner gives
+// the command is the one os/exec would give a spawned runner's: the last of
+// the entries of one name (a caller's override appended to os.Environ()).
+func TestNamespaceCacheEnvironmentAsExec(t *testing.T) {
+	needSession(t)
+	var nc NamespaceCache
+	defer nc.Close()
+	p := sessionPolicy(t, modes.WorkspaceWrite, t.TempDir())
+	run := func(nc *NamespaceCache) string {
+		out, err := os.CreateTemp(t.TempDir(), "out")
+		require.NoError(t, err)
+		defer out.Close()
+		env := []string{"PATH=/usr/bin:/bin", "DSH_DUP=first", "", "DSH_DUP=last", "DSH_ONE=1"}
+		c := &Cmd{Policy: p, Path: "/usr/bin/env", Args: []string{"env"}, Env: env, Dir: p.Workspace, Stdout: out, Namespaces: nc}
+		r, err := c.Run()
+		require.NoError(t, err)
+		require.Equal(t, 0, r.ExitCode)
+		b, err := os.ReadFile(out.Name())
+		require.NoError(t, err)
+		return string(b)
+	}
+	alone := run(nil)
+	assert.Equal(t, alone, run(&nc))
+	assert.Contains(t, alone, "DSH_DUP=last\n")
+	assert.NotContains(t, alone, "DSH_DUP=first")
+	assert.Equal(t, 1, sessionCount(&nc))
+}
+
+// TestNamespaceCacheRequestTooLarge: a command whose argv and environment
+// exceed what the session runner's socket takes gets a runner of its own,
+// and the session runner goes on serving the next command.
+func TestNamespaceCacheRequestTooLarge(t *testing.T) {
+	needSession(t)
+	var nc NamespaceCache
+	defer nc.Close()
+	p := sessionPolicy(t, modes.WorkspaceWrite, t.TempDir())
+	const netns = "readlink /proc/self/ns/net"
+	first, _ := runShell(t, &nc, p, netns)
+	nc.mu.Lock()
+	var s *session
+	for _, v := range nc.sessions {
+		s = v
+	}
+	nc.mu.Unlock()
+	require.NotNil(t, s)
+	s.maxRequest = 4096
+	out, r := runShell(t, &nc, p, netns+" # "+strings.Repeat("x", 8192))
+	assert.Equal(t, 0, r.ExitCode, out)
+	assert.NotEqual(t, first, out, "the large request went to the session runner")
+	assert.False(t, s.dead.Load(), "a request too large ended the session runner")
+	again, _ := runShell(t, &nc, p, netns)
+	assert.Equal(t, first, again, "the session runner serves the next command")
+	nc.mu.Lock()
+	assert.Same(t, s, nc.sessions[func() sessionKey { k, _ := sessionKeyOf(selfExe, p, ""); return k }()])
+	nc.mu.Unlock()
+}
+
+// TestNamespaceCacheBounded: a cache keeps at most maxSessions session
+// runners; a new policy's ends the one used least recently.
+func TestNamespaceCacheBounded(t *testing.T) {
+	needSession(t)
+	var nc NamespaceCache
+	defer nc.Close()
+	// Each policy of another workspace.
+	var first *session
+	for i := 0; i <= maxSessions; i++ {
+		p := sessionPolicy(t, modes.WorkspaceWrite, t.TempDir())
+		runShell(t, &nc, p, "true")
+		if i == 0 {
+			nc.mu.Lock()
+			for _, s := range nc.sessions {
+				first = s
+			}
+			nc.mu.Unlock()
+		}
+	}
+	assert.Equal(t, maxSessions, sessionCount(&nc))
+	require.NotNil(t, first)
+	select {
+	case <-first.exited:
+	case <-time.After(testtime.Scale(10 * time.Second)):
+		t.Fatal("the session runner used least recently was not ended")
 	}
 }

@@ -33,7 +33,7 @@ type Executor struct {
 
 	proxy *sandbox.EgressProxy // started by the first command with the allowlist
 	audit sandbox.AuditCache   // what the post-run audits read and watch, for the next commands
-	// namespaces: the namespaces commands of one mode and network share
+	// namespaces: the namespaces the commands of one policy share
 	namespaces sandbox.NamespaceCache
 
 	mu     sync.Mutex

@@ -232,6 +232,9 @@ static void runner_main(char **argv) {
 	// exempt from it. Set before the command's fork, inherited by all of it.
 	int nproc = 0;
 	if (dshr_opt(KEY_NPROC) > 0 && dshr_ns_user && getuid() != 0) {
+		// In a session's user namespace it would count every command
+		// of the session (the supervisor never asks for it there).
+		if (dshr_session) dshr_fail("runner: a process limit by RLIMIT_NPROC would count every command of the session");
 		struct rlimit rl = {(rlim_t)dshr_opt(KEY_NPROC), (rlim_t)dshr_opt(KEY_NPROC)};
 		nproc = setrlimit(RLIMIT_NPROC, &rl) == 0;
 	}
