@@ -4,6 +4,8 @@ package mountplan
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -373,26 +375,83 @@ func openableDevices() []string {
 // for every procfs instance, the host's included (chmod 0222
 // /proc/sysrq-trigger would let any host user reboot the machine). Other
 // callers own none, so the directories and the files with a write bit do.
+//
+// The kernel lists /proc's global entries first, then self, thread-self and
+// the pid directories (proc_root_readdir): the listing is read up to the
+// first of those, so that its cost does not grow with the host's processes
+// (os.ReadDir of /proc took 37 µs with 126 entries and 804 µs with 1,627,
+// measured here; the first 4 KiB of it 17-18 µs either way).
+// TestProcGlobalsAll holds the order to a whole listing on every kernel the
+// tests run on.
 func procGlobals() []string {
-	ents, err := os.ReadDir("/proc")
+	fd, err := unix.Open("/proc", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
+	defer unix.Close(fd)
 	root := os.Geteuid() == 0
 	var out []string
-	for _, e := range ents {
-		if e.Type()&os.ModeSymlink != 0 || isPID(e.Name()) {
-			continue
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != nil || n <= 0 {
+			break
 		}
-		if !root && !e.IsDir() {
-			if fi, err := e.Info(); err != nil || fi.Mode().Perm()&0o222 == 0 {
+		for b := buf[:n]; len(b) > direntName; {
+			reclen := int(binary.NativeEndian.Uint16(b[direntReclen:]))
+			if reclen <= direntName || reclen > len(b) {
+				break
+			}
+			typ, name := b[direntType], b[direntName:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			b = b[reclen:]
+			e := string(name)
+			switch {
+			case e == "." || e == "..":
+				continue
+			case isPID(e) || e == "self" || e == "thread-self":
+				// The global entries are all listed.
+				sort.Strings(out)
+				return out
+			}
+			var st unix.Stat_t
+			if typ == unix.DT_UNKNOWN || (!root && typ != unix.DT_DIR) {
+				if unix.Fstatat(fd, e, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+					continue
+				}
+				typ = direntTypeOf(st.Mode)
+			}
+			if typ == unix.DT_LNK || (!root && typ != unix.DT_DIR && st.Mode&0o222 == 0) {
 				continue
 			}
+			out = append(out, "/proc/"+e)
 		}
-		out = append(out, "/proc/"+e.Name())
 	}
+	sort.Strings(out)
 	return out
 }
+
+// direntTypeOf is the d_type of a file of mode m, as far as procGlobals
+// tells them apart.
+func direntTypeOf(m uint32) uint8 {
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFLNK:
+		return unix.DT_LNK
+	}
+	return unix.DT_REG
+}
+
+// The offsets in a linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen
+// (2), d_type (1), d_name.
+const (
+	direntReclen = 16
+	direntType   = 18
+	direntName   = 19
+)
 
 // ProcGlobal reports whether canonical path p lies in a global /proc entry
 // (see procGlobals): anything under /proc but /proc itself and /proc/PID.

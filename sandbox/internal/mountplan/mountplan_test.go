@@ -422,3 +422,26 @@ func TestMountPlanCredentials(t *testing.T) {
 	_, _, _, rules = parsePlanAll(t, toks)
 	assert.NotContains(t, rules, planRule{npmrc, unix.LANDLOCK_ACCESS_FS_READ_FILE})
 }
+
+// procGlobals, which stops reading /proc at its first per-process entry,
+// lists what a whole listing of /proc gives: the kernel lists the global
+// entries first (proc_root_readdir), on every kernel the tests run on.
+func TestProcGlobalsAll(t *testing.T) {
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	root := os.Geteuid() == 0
+	var want []string
+	for _, e := range ents {
+		if e.Type()&os.ModeSymlink != 0 || isPID(e.Name()) {
+			continue
+		}
+		if !root && !e.IsDir() {
+			if fi, err := e.Info(); err != nil || fi.Mode().Perm()&0o222 == 0 {
+				continue
+			}
+		}
+		want = append(want, "/proc/"+e.Name())
+	}
+	require.NotEmpty(t, want)
+	assert.Equal(t, want, procGlobals())
+}
