@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -27,6 +28,8 @@ import (
 type startWalk struct {
 	stop   chan struct{}
 	done   chan struct{}
+	walk   func() ([]*audit.Audit, error)
+	again  sync.Once
 	audits []*audit.Audit
 	err    error
 }
@@ -34,16 +37,29 @@ type startWalk struct {
 // beginStartWalk starts the walk of c's audited roots.
 func (c *Cmd) beginStartWalk() *startWalk {
 	w := &startWalk{stop: make(chan struct{}), done: make(chan struct{})}
+	w.walk = func() ([]*audit.Audit, error) {
+		return audit.StartStoppable(c.Policy, c.AuditSkip, c.AuditCache.cache(), w.stop)
+	}
 	go func() {
 		defer close(w.done)
-		w.audits, w.err = audit.StartStoppable(c.Policy, c.AuditSkip, c.AuditCache.cache(), w.stop)
+		w.audits, w.err = w.walk()
 	}()
 	return w
 }
 
-// wait waits for the walk and returns its error.
+// wait waits for the walk and returns its error. A walk that ran out of
+// descriptors or memory is walked once more, now: it ran beside the
+// command's start, whose own descriptors are closed by the first call
+// (a caller near its descriptor limit otherwise saw that call fail with
+// EIO, though the command had started: TestExecutorResourceExhaustion).
+// The call is still held, so the roots are still as they were.
 func (w *startWalk) wait() error {
 	<-w.done
+	w.again.Do(func() {
+		if ResourceErrorOf("", w.err) != nil {
+			w.audits, w.err = w.walk()
+		}
+	})
 	return w.err
 }
 
