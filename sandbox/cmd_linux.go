@@ -268,7 +268,7 @@ func (c *Cmd) prepareCommand(ports []uint16) (err error) {
 		// The command writes to the workspace only through the overlay:
 		// its upper layer is what to audit.
 		c.audits, err = audit.StartOver(c.Policy, c.AuditSkip, c.Policy.Workspace, c.Transaction.UpperDir(), c.AuditCache.cache())
-	case c.walksBeside():
+	case c.walksBeside() && freeFDs() >= walkBesideFDs:
 		if err = audit.CheckRoots(c.Policy); err == nil {
 			c.startWalk = c.beginStartWalk()
 		}

@@ -69,6 +69,35 @@ func (w *startWalk) abandon() {
 	<-w.done
 }
 
+// walkBesideFDs is how many more descriptors this process must be free to
+// open for a start walk to run beside the command's start. With fewer, the
+// walk runs before it, where running out fails the command's start with a
+// *ResourceError and nothing runs; beside it, the walk and the spawn take
+// descriptors at once, and the walk's failure could only fail the command's
+// first write with EIO, the command started (TestExecutorResourceExhaustion
+// saw that at 15 and 27 descriptors spare).
+const walkBesideFDs = 64
+
+// freeFDs is how many more descriptors this process may open (its
+// RLIMIT_NOFILE less those open), or -1 when that cannot be read.
+func freeFDs() int {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil {
+		return -1
+	}
+	f, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return -1
+	}
+	// (names counts f itself, which is closed again.)
+	return int(min(rl.Cur, 1<<30)) - len(names) + 1
+}
+
 // walksBeside reports whether c's start walk may run beside the command's
 // start: the command is confined with a supervisor, which sees each of its
 // changes (see startWalk) — not with the network open or an allowlist (a
