@@ -48,11 +48,11 @@ func (c *Cmd) beginStartWalk() *startWalk {
 }
 
 // wait waits for the walk and returns its error. A walk that ran out of
-// descriptors or memory is walked once more, now: it ran beside the
-// command's start, whose own descriptors are closed by the first call
-// (a caller near its descriptor limit otherwise saw that call fail with
-// EIO, though the command had started: TestExecutorResourceExhaustion).
-// The call is still held, so the roots are still as they were.
+// descriptors or memory is walked once more, now, in case the shortage
+// has passed (the walk runs beside the command only with walkBesideFDs
+// free); the first call is still held, so the roots are still as they
+// were. (The notifier holds that call's own descriptors meanwhile, so this
+// alone did not end TestExecutorResourceExhaustion's EIO.)
 func (w *startWalk) wait() error {
 	<-w.done
 	w.again.Do(func() {
