@@ -30,20 +30,7 @@ func TestGroup(t *testing.T) {
 	}
 	// A shell whose subshell tries 20 sleepers (and dies at the first
 	// failed fork): at most 8 tasks fit.
-	sh := exec.Command("/bin/sh", "-c", `read x; (i=0; while [ $i -lt 20 ]; do sleep 30 & i=$((i+1)); done) 2>/dev/null; exec sleep 30`)
-	in, err := sh.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sh.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Add(sh.Process.Pid); err != nil {
-		sh.Process.Kill()
-		g.Close()
-		t.Fatalf("Add: %v", err)
-	}
-	in.Write([]byte("go\n"))
+	sh := startInGroup(t, g, "/bin/sh", `read x; (i=0; while [ $i -lt 20 ]; do sleep 30 & i=$((i+1)); done) 2>/dev/null; exec sleep 30`)
 	// Until the group refused a fork (its pids.events): the forks are
 	// slow in a VM without acceleration.
 	pidsHit := func(hits []Hit) bool {
@@ -347,21 +334,7 @@ func TestKillNowEndsABomb(t *testing.T) {
 		}
 		end := time.Now().Add(time.Minute).Unix()
 		bomb := `read x; export B='while printf -v n "%(%s)T" -1; [ "$n" -lt ` + strconv.FormatInt(end, 10) + ` ]; do setsid bash -c "$B" & done' ; exec bash -c "$B"`
-		sh := exec.Command("/bin/bash", "-c", bomb)
-		in, err := sh.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sh.Stderr = io.Discard
-		if err := sh.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if err := g.Add(sh.Process.Pid); err != nil {
-			sh.Process.Kill()
-			g.Close()
-			t.Fatalf("Add: %v", err)
-		}
-		in.Write([]byte("go\n"))
+		sh := startInGroup(t, g, "/bin/bash", bomb)
 		deadline := time.Now().Add(testtime.Scale(30 * time.Second))
 		for pids, _ := g.allPids(); len(pids) < tasks && time.Now().Before(deadline); pids, _ = g.allPids() {
 			time.Sleep(time.Millisecond)
@@ -375,6 +348,27 @@ func TestKillNowEndsABomb(t *testing.T) {
 			t.Fatalf("round %d: %d tasks of the bomb outlived KillNow", round, len(left))
 		}
 	}
+}
+
+// startInGroup starts shell -c script, adds it to g and lets it go: the
+// script's first act is to read a line, so that all of it runs in g.
+func startInGroup(t *testing.T, g *Group, shell, script string) *exec.Cmd {
+	t.Helper()
+	sh := exec.Command(shell, "-c", script)
+	in, err := sh.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Add(sh.Process.Pid); err != nil {
+		sh.Process.Kill()
+		g.Close()
+		t.Fatalf("Add: %v", err)
+	}
+	in.Write([]byte("go\n"))
+	return sh
 }
 
 // pollEmpty reports whether the group empties within d, without killing.
