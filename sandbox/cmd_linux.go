@@ -26,6 +26,7 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/limits"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/runner"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/supervisor"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/transaction"
 )
@@ -92,6 +93,27 @@ func (a *AuditCache) ReadRecords(r io.Reader) error {
 // for one command (dsh-sandbox-run) starts it before the command, whose
 // start walk runs beside the command's start (see Cmd.Start).
 func (a *AuditCache) LoadRecords(r io.Reader) { a.c.LoadRecords(r) }
+
+// RulesetCache keeps the Landlock rulesets built for commands, for the
+// next commands of the same policy (Cmd.Rulesets). A kept ruleset is used
+// again only while what it was derived from and built on holds: the
+// existence of each deny-read path, the identity of each path it has a
+// rule on, the identity and change time of each directory it listed, and
+// the mount table; anything else makes it be built anew. Each kept ruleset
+// holds two descriptors until Close. The zero value is ready to use.
+type RulesetCache struct {
+	c landlock.Cache
+}
+
+func (rc *RulesetCache) cache() *landlock.Cache {
+	if rc == nil {
+		return nil
+	}
+	return &rc.c
+}
+
+// Close closes the kept rulesets. The cache stays usable.
+func (rc *RulesetCache) Close() error { return rc.c.Close() }
 
 // cmdState is what a started Cmd keeps (Linux).
 type cmdState struct {
@@ -247,20 +269,18 @@ func (c *Cmd) Start() (err error) {
 // only waits for its spec meanwhile; everything here must be done before
 // the spec is sent, so before the command can change anything.
 func (c *Cmd) prepareCommand(ports []uint16) (err error) {
-	if c.prep, err = prepare(c.Policy, c.LandlockABI, ports, c.Transaction); err != nil {
-		return setupFailed("prepare the sandbox", err)
-	}
 	// The toolchain caches' overlays (not for the probe's `true`, which
 	// writes nothing and must not make cache directories).
+	var layers []cachestore.Layer
 	if c.Policy.Mode == modes.WorkspaceWrite && len(c.Policy.Caches) > 0 && !c.noAudit {
-		var layers []cachestore.Layer
 		if c.caches, layers, err = cachestore.Open(c.Policy); err != nil {
 			return setupFailed("open the cache store", err)
 		}
-		if err := c.prep.addCaches(layers); err != nil {
-			return setupFailed("add the caches' rules", err)
-		}
 	}
+	if c.prep, err = prepare(c.Policy, c.LandlockABI, ports, c.Transaction, layers, c.Rulesets.cache()); err != nil {
+		return setupFailed("prepare the sandbox", err)
+	}
+	c.prep.addCaches(layers)
 	switch {
 	case c.noAudit:
 		c.audits = nil

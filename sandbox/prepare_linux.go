@@ -75,8 +75,9 @@ type preparation struct {
 // at most maxABI (0: the kernel's; see Cmd.LandlockABI). egressPorts are
 // the TCP ports of the egress proxy and the allowlist's hosts, under a
 // network allowlist. tx, when not nil, is the transaction the command runs
-// in.
-func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.Tx) (*preparation, error) {
+// in; layers are the toolchain caches' (cachestore.Open, see addCaches).
+// rulesets, when not nil, keeps the Landlock rulesets built for reuse.
+func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.Tx, layers []cachestore.Layer, rulesets *landlock.Cache) (*preparation, error) {
 	prep := &preparation{policy: p}
 	if tx != nil {
 		if err := transactionFits(p, tx); err != nil {
@@ -115,9 +116,8 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 		// writes to the protected paths, and the mount view may be missing
 		// too: Landlock leaves them out of the writable roots instead.
 		carve := !prep.notify
-		derived := landlock.ForABIWith(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts, OwnLoopback: ownLoopback(p, prep.notify),
-			SupervisedBinds: p.Allowlist != nil})
-		rs, err := derived.Build()
+		derived, rs, err := rulesets.Build(p, abi, landlock.Options{CarveProtected: carve, ConnectTCP: egressPorts, OwnLoopback: ownLoopback(p, prep.notify),
+			SupervisedBinds: p.Allowlist != nil, WritableDirs: cacheUppers(layers)})
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,13 @@ func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.T
 			prep.overlay.Rules = derived.Beneath(p.Workspace)
 		}
 	}
-	prep.masks = mountplan.Masks(p)
+	if prep.ruleset != nil {
+		// The same stats (mountplan.Masks), done or checked by the
+		// derivation.
+		prep.masks = prep.rules.ExistingDenyRead()
+	} else {
+		prep.masks = mountplan.Masks(p)
+	}
 	if prep.ruleset != nil {
 		for _, m := range prep.masks {
 			if !slices.Contains(prep.llMasks, m) {
@@ -266,30 +272,41 @@ func effectiveABI(maxABI int) (int, error) {
 // layers) to the mount plan, each writable through a Landlock rule on its
 // inodes where there is a ruleset. For a runner without a mount view, the
 // upper layer of each cache a tool finds through a variable
-// (modes.CacheVariable) is writable too, by a rule added to the ruleset
-// now, and the variable goes in the spec (cacheEnv): the runner sets it
-// then (unless the command has it), so the tool writes the sandbox's layer
-// directly. With a mount view the layer is hidden (it lies beneath the
-// state directory), so the rule reaches nothing.
-func (prep *preparation) addCaches(layers []cachestore.Layer) error {
+// (modes.CacheVariable) is writable too, by a rule of the ruleset
+// (prepare gave it cacheUppers), and the variable goes in the spec
+// (cacheEnv): the runner sets it then (unless the command has it), so the
+// tool writes the sandbox's layer directly. With a mount view the layer is
+// hidden (it lies beneath the state directory), so the rule reaches
+// nothing.
+func (prep *preparation) addCaches(layers []cachestore.Layer) {
 	for i, l := range layers {
 		ov := mountplan.Overlay{Root: l.Dir, Upper: l.Upper, Work: l.Work, Volatile: l.Volatile, BindUpper: l.Empty}
 		if prep.ruleset != nil {
 			ov.Rules = []landlock.Rule{prep.rules.WritableDir(l.Dir)}
 		}
 		prep.caches = append(prep.caches, ov)
-		name := modes.CacheVariable(l.Dir)
-		if name == "" || strings.ContainsRune(l.Upper, '\n') {
-			continue
+		if byVariable(l) {
+			prep.cacheEnv = append(prep.cacheEnv, strconv.Itoa(i)+":"+modes.CacheVariable(l.Dir)+"="+l.Upper)
 		}
-		if prep.ruleset != nil {
-			if err := landlock.Add(prep.ruleset, prep.rules.WritableDir(l.Upper)); err != nil {
-				return err
-			}
-		}
-		prep.cacheEnv = append(prep.cacheEnv, strconv.Itoa(i)+":"+name+"="+l.Upper)
 	}
-	return nil
+}
+
+// cacheUppers are the upper layers of the caches among layers that a tool
+// finds through a variable (byVariable): the ruleset makes them writable.
+func cacheUppers(layers []cachestore.Layer) []string {
+	var out []string
+	for _, l := range layers {
+		if byVariable(l) {
+			out = append(out, l.Upper)
+		}
+	}
+	return out
+}
+
+// byVariable reports whether a tool finds the cache of layer l through a
+// variable the runner can set to its upper layer.
+func byVariable(l cachestore.Layer) bool {
+	return modes.CacheVariable(l.Dir) != "" && !strings.ContainsRune(l.Upper, '\n')
 }
 
 // writtenCaches returns, from the runner's message's Caches, the cache

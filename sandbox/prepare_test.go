@@ -5,6 +5,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/mountplan"
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/landlock"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/seccomp"
 )
@@ -62,7 +65,7 @@ func TestMetadataFilterChoice(t *testing.T) {
 	ws := t.TempDir()
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws})
 	require.NoError(t, err)
-	prep, err := prepare(p, 0, nil, nil)
+	prep, err := prepare(p, 0, nil, nil, nil, nil)
 	require.NoError(t, err)
 	defer prep.close()
 	if !prep.notify {
@@ -102,7 +105,7 @@ func TestSpecKeysMatchRunnerHeader(t *testing.T) {
 
 	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: t.TempDir()})
 	require.NoError(t, err)
-	prep, err := prepare(p, 0, nil, nil)
+	prep, err := prepare(p, 0, nil, nil, nil, nil)
 	require.NoError(t, err)
 	defer prep.close()
 	spec, err := prep.spec(true, "", 0, 0, 0, "", "")
@@ -114,4 +117,35 @@ func TestSpecKeysMatchRunnerHeader(t *testing.T) {
 		keys = append(keys, tok[i])
 	}
 	assert.Equal(t, header, keys)
+}
+
+// TestPrepareMasks: the masks a preparation takes from its ruleset's
+// derivation (built, then kept and checked) are mountplan.Masks's: every
+// existing deny-read path, in a writable root or not, none that is missing.
+func TestPrepareMasks(t *testing.T) {
+	if _, err := landlock.ABI(); err != nil {
+		if os.Getenv("DSH_REQUIRE_LANDLOCK") == "1" {
+			t.Fatalf("DSH_REQUIRE_LANDLOCK=1 but %v", err)
+		}
+		t.Skipf("no Landlock (%v): the masks come from mountplan.Masks itself", err)
+	}
+	base := t.TempDir()
+	ws := filepath.Join(base, "ws")
+	for _, d := range []string{"home/.ssh", "ws/.aws"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(base, d), 0o755))
+	}
+	p, err := modes.Derive(modes.Options{Mode: modes.WorkspaceWrite, Workspace: ws,
+		DenyRead: []string{filepath.Join(base, "home/.ssh"), filepath.Join(base, "home/.kube"), filepath.Join(ws, ".aws")}})
+	require.NoError(t, err)
+	var c landlock.Cache
+	defer c.Close()
+	for range 2 {
+		prep, err := prepare(p, 0, nil, nil, nil, &c)
+		require.NoError(t, err)
+		require.NotNil(t, prep.ruleset)
+		assert.Equal(t, mountplan.Masks(p), prep.masks)
+		assert.Contains(t, prep.masks, filepath.Join(ws, ".aws"))
+		assert.NotContains(t, prep.masks, filepath.Join(base, "home/.kube"))
+		prep.close()
+	}
 }

@@ -64,6 +64,13 @@ type NamespaceCache struct{}
 // Close does nothing.
 func (nc *NamespaceCache) Close() error { return nil }
 
+// RulesetCache keeps the Landlock rulesets built for commands (Linux). Off
+// Linux no command is started: it keeps nothing.
+type RulesetCache struct{}
+
+// Close does nothing.
+func (rc *RulesetCache) Close() error { return nil }
+
 // EgressProxy is the egress proxy of the commands whose policy has a network
 // allowlist. Off Linux no command uses one: it never listens.
 type EgressProxy struct{}

@@ -35,6 +35,9 @@ type Executor struct {
 	audit sandbox.AuditCache   // what the post-run audits read and watch, for the next commands
 	// namespaces: the namespaces the commands of one policy share
 	namespaces sandbox.NamespaceCache
+	// rulesets: the Landlock rulesets built, for the next commands of
+	// their policy
+	rulesets sandbox.RulesetCache
 
 	mu     sync.Mutex
 	live   map[*job]struct{}
@@ -142,8 +145,9 @@ func (e *Executor) isClosed() bool {
 
 // Close kills every command the executor still runs (SIGTERM, then SIGKILL
 // after the grace), waits for them to settle, releases the audit's
-// directory watches (sandbox.AuditCache) and ends the session runners
-// (sandbox.NamespaceCache). Spill files are left in place:
+// directory watches (sandbox.AuditCache), ends the session runners
+// (sandbox.NamespaceCache) and closes the kept Landlock rulesets
+// (sandbox.RulesetCache). Spill files are left in place:
 // their paths may have been handed out. Later calls fail with ErrClosed.
 func (e *Executor) Close() error {
 	e.mu.Lock()
@@ -162,6 +166,7 @@ func (e *Executor) Close() error {
 	e.proxy.Close()
 	e.audit.Close()
 	e.namespaces.Close()
+	e.rulesets.Close()
 	e.spill.close() // removed only when empty
 	return nil
 }

@@ -165,6 +165,7 @@ func (j *job) start() error {
 		AuditSkip:  []string{j.e.spillDir},
 		AuditCache: &j.e.audit,
 		Namespaces: &j.e.namespaces,
+		Rulesets:   &j.e.rulesets,
 	}
 	if !j.r.Mode.Confines() {
 		// No sandbox runner: the process-tree keeper is this very binary

@@ -66,11 +66,11 @@ func MountAccessOf(v int) MountAccess {
 // this is what keeps a carved path that does not exist yet from being
 // created, and one that exists from being replaced. The carved path and
 // everything beneath it are read-only.
-func fsRules(roots, carved, masked []string) []rule {
+func fsRules(rec *reads, roots, carved, masked []string) []rule {
 	out := []rule{{path: "/", access: unix.LANDLOCK_ACCESS_FS_READ_DIR, kind: kindDir}}
-	devMounts, others := deviceMounts()
+	devMounts, others := deviceMounts(rec)
 	excluded := append([]string{"/dev"}, devMounts...)
-	grantBeneath("/", kindDir, append(append([]string(nil), excluded...), masked...), fsRead, &out)
+	grantBeneath(rec, "/", kindDir, append(append([]string(nil), excluded...), masked...), fsRead, &out)
 	for _, m := range others {
 		out = append(out, rule{path: m, access: fsRead})
 	}
@@ -81,14 +81,21 @@ func fsRules(roots, carved, masked []string) []rule {
 				ex = append(ex, c)
 			}
 		}
-		grantBeneath(r, kindUnknown, append(ex, excluded...), fsRead|fsWrite, &out)
+		grantBeneath(rec, r, kindUnknown, append(ex, excluded...), fsRead|fsWrite, &out)
 	}
 	return out
 }
 
 // grantBeneath adds rules granting access on dir (of kind k) minus the
-// excluded subtrees strictly beneath it.
-func grantBeneath(dir string, k kind, excluded []string, access uint64, out *[]rule) {
+// excluded subtrees strictly beneath it. What it lists is kept in rec (nil:
+// not kept).
+func grantBeneath(rec *reads, dir string, k kind, excluded []string, access uint64, out *[]rule) {
+	grantBeneathAs(rec, dir, k, false, excluded, access, out)
+}
+
+// grantBeneathAs is grantBeneath for a dir that is an entry of a directory
+// it listed (listed).
+func grantBeneathAs(rec *reads, dir string, k kind, listed bool, excluded []string, access uint64, out *[]rule) {
 	split := false
 	for _, x := range excluded {
 		if x != dir && modes.Within(x, dir) {
@@ -96,10 +103,10 @@ func grantBeneath(dir string, k kind, excluded []string, access uint64, out *[]r
 		}
 	}
 	if !split {
-		*out = append(*out, rule{path: dir, access: access, kind: k})
+		*out = append(*out, rule{path: dir, access: access, kind: k, listed: listed})
 		return
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := rec.readDir(dir)
 	if err != nil {
 		return // nothing granted: fails closed
 	}
@@ -117,19 +124,22 @@ func grantBeneath(dir string, k kind, excluded []string, access uint64, out *[]r
 			if e.IsDir() {
 				ck = kindDir
 			}
-			grantBeneath(child, ck, excluded, access, out)
+			grantBeneathAs(rec, child, ck, true, excluded, access, out)
 		}
 	}
 }
 
 // deviceMounts returns the mount points of devtmpfs and devpts outside /dev,
-// and the mount points under /dev of other filesystems.
-func deviceMounts() (dev, others []string) {
-	f, err := os.Open("/proc/self/mountinfo")
+// and the mount points under /dev of other filesystems. rec (nil: none)
+// keeps the mount table open, to learn of its next change.
+func deviceMounts(rec *reads) (dev, others []string) {
+	f, err := rec.openMounts()
 	if err != nil {
 		return nil, nil
 	}
-	defer f.Close()
+	if rec == nil {
+		defer f.Close()
+	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {

@@ -24,7 +24,7 @@ func TestNoReadOnDevices(t *testing.T) {
 		got[r.path] |= r.access
 	}
 	assert.Equal(t, uint64(unix.LANDLOCK_ACCESS_FS_READ_DIR), got["/"], "/ is only listable")
-	devMounts, others := deviceMounts()
+	devMounts, others := deviceMounts(nil)
 	for _, p := range append([]string{"/dev", "/dev/pts", "/dev/console", "/dev/tty1", "/dev/vcs"}, devMounts...) {
 		_, ok := got[p]
 		assert.False(t, ok, "%s has a rule", p)
@@ -59,7 +59,7 @@ func TestGrantBeneath(t *testing.T) {
 	require.NoError(t, os.Symlink("a", filepath.Join(d, "link")))
 	require.NoError(t, os.WriteFile(filepath.Join(d, "a/file"), nil, 0o644))
 	var out []rule
-	grantBeneath(d, kindDir, []string{filepath.Join(d, "a/b/dev")}, fsRead, &out)
+	grantBeneath(nil, d, kindDir, []string{filepath.Join(d, "a/b/dev")}, fsRead, &out)
 	kinds := map[string]kind{}
 	for _, r := range out {
 		assert.Equal(t, uint64(fsRead), r.access)
@@ -70,7 +70,7 @@ func TestGrantBeneath(t *testing.T) {
 		filepath.Join(d, "a/file"): kindOther,
 	}, kinds, "the listed entries, with the type the listing gave (no symlink)")
 	out = nil
-	grantBeneath(filepath.Join(d, "a/b/dev/x"), kindUnknown, []string{filepath.Join(d, "a/b/dev")}, fsRead, &out)
+	grantBeneath(nil, filepath.Join(d, "a/b/dev/x"), kindUnknown, []string{filepath.Join(d, "a/b/dev")}, fsRead, &out)
 	assert.Equal(t, []rule{{path: filepath.Join(d, "a/b/dev/x"), access: fsRead}}, out, "a root inside an excluded subtree is granted whole")
 }
 

@@ -97,6 +97,12 @@ type rule struct {
 	path   string
 	access uint64
 	kind   kind // what the directory listing said path is, if it was listed
+	// listed: path is an entry of a directory the derivation listed
+	// (grantBeneath), which vouches for it (see reads).
+	listed bool
+	// strict: path must be a directory, named without a symlink in its
+	// last component (Options.WritableDirs); anything else fails Build.
+	strict bool
 }
 
 // kind is the type of a rule's path as a directory listing (d_type) gave
@@ -119,6 +125,7 @@ type Ruleset struct {
 	rules      []rule
 	netPorts   []uint16 // TCP ports connect is allowed to
 	masked     []string // Masked(p): the deny-read paths left out of every read right
+	existing   []string // the deny-read paths that exist (ExistingDenyRead)
 }
 
 // Options change what ForABIWith derives.
@@ -146,6 +153,12 @@ type Options struct {
 	// needs it): in a net namespace of the command's own, servers on its
 	// loopback; without one, no port of the host's.
 	SupervisedBinds bool
+	// WritableDirs get every right a writable root gets, beyond the
+	// policy's roots: the upper layers of the toolchain caches that a
+	// command without a mount view writes directly (see
+	// modes.Policy.Caches). Each must be a directory, named without a
+	// symlink in its last component, or Build fails.
+	WritableDirs []string
 }
 
 // Carved returns the protected paths of p that CarveProtected leaves out of
@@ -156,23 +169,20 @@ type Options struct {
 // directory every new entry — the workspace every new top-level file for a
 // missing .envrc — so those are left to the supervisor's pre-denial and the
 // post-run audit.
-func Carved(p modes.Policy) []string {
+func Carved(p modes.Policy) []string { return carved(p, nil) }
+
+// carved is Carved, each path's existence kept in rec (nil: not kept).
+func carved(p modes.Policy, rec *reads) []string {
 	if p.Mode != modes.WorkspaceWrite {
 		return nil
 	}
 	var out []string
 	for _, pp := range p.Protected {
-		if modes.Within(pp, p.Workspace) && pp != p.Workspace && exists(pp) {
+		if modes.Within(pp, p.Workspace) && pp != p.Workspace && rec.exists(pp, false) {
 			out = append(out, pp)
 		}
 	}
 	return out
-}
-
-// exists reports whether there is a directory entry at path.
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
 }
 
 // Masked returns the deny-read paths of p that the ruleset leaves out of
@@ -181,14 +191,21 @@ func exists(path string) bool {
 // take from the root (and every directory on the way) the rights on its own
 // entries, so that no file created there later could be read or written.
 func Masked(p modes.Policy) []string {
+	out, _ := masked(p, nil)
+	return out
+}
+
+// masked is Masked, and the deny-read paths that exist (whether in a
+// writable root or not), each path's existence kept in rec (nil: not kept).
+func masked(p modes.Policy, rec *reads) (out, existing []string) {
 	if !p.Mode.Confines() {
-		return nil
+		return nil, nil
 	}
-	var out []string
 	for _, d := range p.DenyRead {
-		if _, err := os.Stat(d); err != nil {
+		if !rec.exists(d, true) {
 			continue // nothing there to read
 		}
+		existing = append(existing, d)
 		inRoot := false
 		for _, r := range p.WritableRoots {
 			inRoot = inRoot || modes.Within(d, r)
@@ -197,7 +214,7 @@ func Masked(p modes.Policy) []string {
 			out = append(out, d)
 		}
 	}
-	return out
+	return out, existing
 }
 
 // ForABI derives the ruleset enforcing p on a kernel with Landlock ABI v.
@@ -210,7 +227,11 @@ func Masked(p modes.Policy) []string {
 func ForABI(p modes.Policy, v int) Ruleset { return ForABIWith(p, v, Options{}) }
 
 // ForABIWith is ForABI with options.
-func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
+func ForABIWith(p modes.Policy, v int, o Options) Ruleset { return derive(p, v, o, nil) }
+
+// derive is ForABIWith, what it reads of the filesystem kept in rec (nil:
+// not kept).
+func derive(p modes.Policy, v int, o Options, rec *reads) Ruleset {
 	rs := Ruleset{features: FeaturesOf(v), handledFS: handledFS(v)}
 	if !p.Network {
 		if v >= 4 && !o.OwnLoopback {
@@ -235,12 +256,15 @@ func ForABIWith(p modes.Policy, v int, o Options) Ruleset {
 	if v >= 6 {
 		rs.scoped |= unix.LANDLOCK_SCOPE_SIGNAL
 	}
-	var carved []string
+	var carve []string
 	if o.CarveProtected {
-		carved = Carved(p)
+		carve = carved(p, rec)
 	}
-	rs.masked = Masked(p)
-	rs.rules = append(rs.rules, fsRules(p.WritableRoots, carved, rs.masked)...)
+	rs.masked, rs.existing = masked(p, rec)
+	rs.rules = append(rs.rules, fsRules(rec, p.WritableRoots, carve, rs.masked)...)
+	for _, d := range o.WritableDirs {
+		rs.rules = append(rs.rules, rule{path: d, access: fsRead | fsWrite, kind: kindDir, strict: true})
+	}
 	for _, d := range modes.DeviceSinks() {
 		rs.rules = append(rs.rules, rule{path: d, access: fsFile &^ unix.LANDLOCK_ACCESS_FS_EXECUTE})
 	}
@@ -303,24 +327,15 @@ func (rs Ruleset) WritableDir(dir string) Rule {
 	return Rule{Path: dir, Access: (fsRead | fsWrite) & rs.handledFS}
 }
 
-// Add adds rule r (WritableDir's, say) to the built ruleset f, before a
-// process restricts itself with it. r.Path must be a directory, named
-// without a symlink in its last component.
-func Add(f *os.File, r Rule) error {
-	pfd, err := unix.Open(r.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("landlock rule %s: %w", r.Path, err)
-	}
-	defer unix.Close(pfd)
-	if err := addPathBeneath(int(f.Fd()), &unix.LandlockPathBeneathAttr{Allowed_access: r.Access, Parent_fd: int32(pfd)}); err != nil {
-		return fmt.Errorf("landlock rule %s: %w", r.Path, err)
-	}
-	return nil
-}
-
 // MaskedPaths returns the deny-read paths the ruleset leaves out of every
 // read right (Masked of its policy, as it was when the ruleset was derived).
 func (rs Ruleset) MaskedPaths() []string { return rs.masked }
+
+// ExistingDenyRead returns the policy's deny-read paths that existed (by
+// stat) when the ruleset was derived, in the policy's order, whether in a
+// writable root or not: what a mount view hides. A Cache checks at each
+// use that each still exists or not as it did.
+func (rs Ruleset) ExistingDenyRead() []string { return rs.existing }
 
 // Features returns what the ruleset's ABI covers.
 func (rs Ruleset) Features() Features { return rs.features }
@@ -330,7 +345,12 @@ func (rs Ruleset) Features() Features { return rs.features }
 // here; the runner's mount view binds paths onto themselves, so they stay the
 // same inodes. Any failure is returned; nothing is silently skipped except
 // rule paths that do not exist (e.g. /dev/pts in a minimal container).
-func (rs Ruleset) Build() (*os.File, error) {
+func (rs Ruleset) Build() (*os.File, error) { return rs.build(nil) }
+
+// build is Build, the identity of each rule's path kept in rec (nil: not
+// kept), but for the listed ones (rule.listed), which their directory's
+// record vouches for.
+func (rs Ruleset) build(rec *reads) (*os.File, error) {
 	if rs.features.ABI < 1 {
 		return nil, ErrUnavailable
 	}
@@ -341,7 +361,11 @@ func (rs Ruleset) Build() (*os.File, error) {
 	}
 	f := os.NewFile(uintptr(fd), "landlock-ruleset")
 	for _, r := range rs.rules {
-		if err := addPathRule(fd, r, rs.handledFS); err != nil {
+		keep := rec
+		if r.listed {
+			keep = nil
+		}
+		if err := addPathRule(fd, r, rs.handledFS, keep); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -355,21 +379,27 @@ func (rs Ruleset) Build() (*os.File, error) {
 	return f, nil
 }
 
-func addPathRule(rulesetFD int, r rule, handled uint64) error {
-	pfd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+func addPathRule(rulesetFD int, r rule, handled uint64, rec *reads) error {
+	flags := unix.O_PATH | unix.O_CLOEXEC
+	if r.strict {
+		flags |= unix.O_DIRECTORY | unix.O_NOFOLLOW
+	}
+	pfd, err := unix.Open(r.path, flags, 0)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
+		if errors.Is(err, unix.ENOENT) && !r.strict {
+			rec.absent(r.path)
 			return nil
 		}
 		return fmt.Errorf("landlock rule %s: %w", r.path, err)
 	}
 	defer unix.Close(pfd)
 	isDir := r.kind == kindDir
-	if r.kind == kindUnknown {
+	if r.kind == kindUnknown || rec != nil {
 		var st unix.Stat_t
 		if err := unix.Fstat(pfd, &st); err != nil {
 			return fmt.Errorf("landlock rule %s: %w", r.path, err)
 		}
+		rec.inode(r.path, !r.strict, &st)
 		isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
 	}
 	access := r.access & handled
@@ -380,9 +410,9 @@ func addPathRule(rulesetFD int, r rule, handled uint64) error {
 		return nil
 	}
 	err = addPathBeneath(rulesetFD, &unix.LandlockPathBeneathAttr{Allowed_access: access, Parent_fd: int32(pfd)})
-	if errors.Is(err, unix.EINVAL) && r.kind == kindDir {
+	if errors.Is(err, unix.EINVAL) && r.kind == kindDir && !r.strict {
 		// Listed as a directory, replaced by a file since: look.
-		return addPathRule(rulesetFD, rule{path: r.path, access: r.access}, handled)
+		return addPathRule(rulesetFD, rule{path: r.path, access: r.access}, handled, rec)
 	}
 	if err != nil {
 		return fmt.Errorf("landlock rule %s: %w", r.path, err)

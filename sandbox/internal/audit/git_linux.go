@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/dsh-sandbox/dsh-sandbox/sandbox/internal/vouch"
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
@@ -116,7 +117,7 @@ type gitScan struct {
 // the end's walk takes them from the record instead of reading them again —
 // and a directory of no entries it looks at, unchanged, it does not open at
 // all. So the end's walk costs a stat per unchanged directory, not a read.
-// Recorded only where that holds (localFS), and its change time vouches
+// Recorded only where that holds (vouch.LocalFS), and its change time vouches
 // only for directories whose change time lay more than a settle time
 // (recentCTime) before the walk began (ctimeOK): a kernel with coarse
 // timestamps gives a change made within the same tick the same time.
@@ -136,9 +137,8 @@ type dirRecord struct {
 }
 
 // recentCTime is how far before a walk a directory's change time must lie
-// for the walk to record it: many timer ticks, and more than a clock slew
-// moves within a command.
-const recentCTime = 2 * time.Second
+// for the walk to record it.
+const recentCTime = vouch.Settle
 
 // same reports whether st shows the directory r recorded, unchanged by its
 // change time.
@@ -155,25 +155,13 @@ func (r *dirRecord) is(st *unix.Stat_t) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Dev == r.dev && st.Ino == r.ino && st.Ctim == r.ctime
 }
 
-// localFS reports whether the filesystem of fstatfs result sf sets a
-// directory's change time on every change of its entries, from this host's
-// clock (no network or FUSE filesystem, whose servers decide).
-func localFS(sf *unix.Statfs_t) bool {
-	switch sf.Type {
-	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC,
-		unix.F2FS_SUPER_MAGIC, unix.OVERLAYFS_SUPER_MAGIC:
-		return true
-	}
-	return false
-}
-
 // watchableFS reports whether every change of a directory of the local
-// filesystem of sf (localFS) is made through its own inodes, so that a
+// filesystem of sf (vouch.LocalFS) is made through its own inodes, so that a
 // watch sees it: not overlayfs, whose layers' directories can be changed
 // beside it, which its inodes' watches do not see (their change times,
 // the upper layer's, do show).
 func watchableFS(sf *unix.Statfs_t) bool {
-	return localFS(sf) && sf.Type != unix.OVERLAYFS_SUPER_MAGIC
+	return vouch.LocalFS(sf) && sf.Type != unix.OVERLAYFS_SUPER_MAGIC
 }
 
 // scanGit walks the whole view v, taking the directories of forced for git
@@ -731,7 +719,7 @@ func (k *walker) list(fd int) ([]dirent, bool, error) {
 type fsKind struct{ local, watchable bool }
 
 // fsOf returns the kind of the filesystem of the directory fd (on device
-// dev): localFS, watchableFS.
+// dev): vouch.LocalFS, watchableFS.
 func (w *gitWalk) fsOf(fd int, dev uint64) (local, watchable bool) {
 	w.mu.Lock()
 	k, ok := w.local[dev]
@@ -739,7 +727,7 @@ func (w *gitWalk) fsOf(fd int, dev uint64) (local, watchable bool) {
 	if !ok {
 		var sf unix.Statfs_t
 		if unix.Fstatfs(fd, &sf) == nil {
-			k = fsKind{localFS(&sf), watchableFS(&sf)}
+			k = fsKind{vouch.LocalFS(&sf), watchableFS(&sf)}
 		}
 		w.mu.Lock()
 		w.local[dev] = k
