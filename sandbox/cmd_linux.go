@@ -117,10 +117,15 @@ func (rc *RulesetCache) Close() error { return rc.c.Close() }
 
 // cmdState is what a started Cmd keeps (Linux).
 type cmdState struct {
-	proc           *os.Process
-	tree           *runner.Tree // the runner's processes
-	nsError        string
-	prep           *preparation
+	proc    *os.Process
+	tree    *runner.Tree // the runner's processes
+	nsError string
+	prep    *preparation
+	// prepared delivers prepareCommand's error: the command is prepared
+	// beside its runner's start, from before the runner is spawned
+	// (awaitPrepared).
+	prepared       chan error
+	prepErr        error
 	ctrl           *os.File
 	facts          *facts.Log
 	notifier       *supervisor.Notifier
@@ -196,6 +201,7 @@ func (c *Cmd) Start() (err error) {
 		if err == nil {
 			return
 		}
+		c.awaitPrepared()
 		if c.group != nil {
 			c.group.Close()
 			c.group = nil
@@ -234,17 +240,23 @@ func (c *Cmd) Start() (err error) {
 			return &SetupError{Detail: err.Error(), Err: err}
 		}
 	}
+	// The command is prepared (the policy's ruleset and programs, the
+	// caches' layers, the audit's start, the mount plan) beside the
+	// runner's start, which needs none of it until its spec.
+	c.prepared = make(chan error, 1)
+	go func() { c.prepared <- c.prepareCommand(ports) }()
+	defer func() {
+		c.awaitPrepared()
+		if c.prep != nil {
+			c.prep.close()
+		}
+	}()
 	if c.Policy.Limits.Any() {
 		// Limits that cannot be enforced never fail a command: without a
 		// group the runner sets RLIMIT_NPROC where it counts per command,
 		// and Enforcement.Missing says what is not enforced.
 		c.group, _ = limits.Create(c.Policy.Limits, "dsh-sandbox-"+groupNonce())
 	}
-	defer func() {
-		if c.prep != nil {
-			c.prep.close()
-		}
-	}()
 	err = c.startRunner(runnerPath, true, ports)
 	if errors.Is(err, errNprocInSession) {
 		// Without its group now, the command is no session's.
@@ -263,11 +275,13 @@ func (c *Cmd) Start() (err error) {
 	return err
 }
 
-// prepareCommand is what Start does for the command while its runner, just
-// spawned, starts: the policy's preparation (Landlock ruleset, seccomp
-// programs), the toolchain caches' layers and the audit's start. The runner
-// only waits for its spec meanwhile; everything here must be done before
-// the spec is sent, so before the command can change anything.
+// prepareCommand is what Start does for the command while its runner
+// starts, in a goroutine of its own: the policy's preparation (Landlock
+// ruleset, seccomp programs), the toolchain caches' layers, the mount plan
+// and the audit's start. The runner only waits for its spec meanwhile; everything here
+// must be done before the spec is sent, so before the command can change
+// anything. It must not touch what Start's goroutine does meanwhile (the
+// cgroup, the runner, the proxy).
 func (c *Cmd) prepareCommand(ports []uint16) (err error) {
 	// The toolchain caches' overlays (not for the probe's `true`, which
 	// writes nothing and must not make cache directories).
@@ -281,6 +295,11 @@ func (c *Cmd) prepareCommand(ports []uint16) (err error) {
 		return setupFailed("prepare the sandbox", err)
 	}
 	c.prep.addCaches(layers)
+	if c.Policy.Mode.Confines() {
+		// For the first runner, which makes its namespaces (an error
+		// counts only for one that needs the plan: see spec).
+		c.prep.makePlan(len(c.ExtraFiles))
+	}
 	switch {
 	case c.noAudit:
 		c.audits = nil
@@ -299,6 +318,16 @@ func (c *Cmd) prepareCommand(ports []uint16) (err error) {
 		return setupFailed("audit the writable roots", err)
 	}
 	return nil
+}
+
+// awaitPrepared waits for the command's preparation (see Start) and
+// returns its error. Only Start's goroutine calls it.
+func (c *Cmd) awaitPrepared() error {
+	if c.prepared != nil {
+		c.prepErr = <-c.prepared
+		c.prepared = nil
+	}
+	return c.prepErr
 }
 
 // setupFailed is the error of a setup step op that failed with err: a
@@ -365,8 +394,8 @@ func (s *starting) stop() {
 
 // startRunner starts one runner and waits until the command runs or the
 // runner says why it cannot. On failure everything it started is gone. The
-// first runner is spawned before the command is prepared (prepareCommand),
-// so that its execve runs while this process prepares: its spec follows.
+// runner starts while the command is prepared (prepareCommand, beside):
+// its spec follows.
 func (c *Cmd) startRunner(runnerPath string, userNS bool, ports []uint16) (err error) {
 	s := &starting{c: c, denials: facts.NewLog()}
 	defer func() {
@@ -460,10 +489,8 @@ func (c *Cmd) startRunner(runnerPath string, userNS bool, ports []uint16) (err e
 	if err := runner.SendBytes(ctrl, runner.SpecTokens(namespaceOptions(c.Policy, userNS, len(c.ExtraFiles), len(join)), nil), rights); err != nil {
 		return s.sendFailed(err)
 	}
-	if c.prep == nil {
-		if err := c.prepareCommand(ports); err != nil {
-			return err
-		}
+	if err := c.awaitPrepared(); err != nil {
+		return err
 	}
 	nproc := 0
 	if c.group == nil {

@@ -69,6 +69,9 @@ type preparation struct {
 	// creds are the sanitized copies of the credential files the mount
 	// view shows (nil: none made); removed by close.
 	creds *mountplan.Credentials
+	// plan is the mount plan (makePlan), or planErr why there is none.
+	plan    []string
+	planErr error
 }
 
 // prepare builds what a runner needs for policy p, with a Landlock ABI of
@@ -448,30 +451,41 @@ func (prep *preparation) spec(userNS bool, path string, extra, nproc, join int, 
 	}...)
 	var plan []string
 	if confine && userNS {
-		var err error
-		var ll landlock.MountAccess
-		if prep.ruleset != nil {
-			ll = landlock.MountAccessOf(prep.abi)
+		if prep.plan == nil && prep.planErr == nil {
+			prep.makePlan(extra)
 		}
-		ov := prep.overlay
-		if ov != nil {
-			// The runner mounts the layers the supervisor opened and
-			// checked (transaction.Hold), never what their paths name
-			// by then: its fds 3 (control), 4.. (extra), then the hold's
-			// directory, upper layer and work directory.
-			hold := 4 + extra
-			withFDs := *ov
-			withFDs.UpperFD, withFDs.WorkFD = hold+1, hold+2
-			ov = &withFDs
+		if prep.planErr != nil {
+			return nil, prep.planErr
 		}
-		if prep.creds == nil {
-			prep.creds = prep.credentialCopies()
-		}
-		if plan, err = mountplan.Plan(p, ll, prep.masks, prep.creds, ov, prep.caches); err != nil {
-			return nil, err
-		}
+		plan = prep.plan
 	}
 	return runner.SpecTokens(opts, plan), nil
+}
+
+// makePlan computes the mount plan of a runner with its namespaces (see
+// spec; extra as there), with the credential files' copies it shows, into
+// plan or planErr.
+func (prep *preparation) makePlan(extra int) {
+	p := prep.policy
+	var ll landlock.MountAccess
+	if prep.ruleset != nil {
+		ll = landlock.MountAccessOf(prep.abi)
+	}
+	ov := prep.overlay
+	if ov != nil {
+		// The runner mounts the layers the supervisor opened and
+		// checked (transaction.Hold), never what their paths name
+		// by then: its fds 3 (control), 4.. (extra), then the hold's
+		// directory, upper layer and work directory.
+		hold := 4 + extra
+		withFDs := *ov
+		withFDs.UpperFD, withFDs.WorkFD = hold+1, hold+2
+		ov = &withFDs
+	}
+	if prep.creds == nil {
+		prep.creds = prep.credentialCopies()
+	}
+	prep.plan, prep.planErr = mountplan.Plan(p, ll, prep.masks, prep.creds, ov, prep.caches)
 }
 
 // assess turns the runner's ready message into the command's Enforcement.

@@ -16,21 +16,21 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
 
-// Cache keeps the rulesets it built, each with what its derivation and
+// Cache keeps the rulesets it derived, each with what its derivation and
 // build read of the filesystem (reads), so that the next command of the
-// same policy, ABI and options gets a copy of the kept ruleset's
-// descriptor instead of a ruleset derived and built again (listing "/",
-// /etc and the home, opening ~200 paths: ~1.5 ms on this project's
-// machine). A ruleset is reused only while everything it was made from
-// still holds, checked on every use: each path's identity or existence
-// (a stat each), each listed directory's identity and change time, and the
-// mount table (a poll). A ruleset whose reads cannot vouch for themselves
-// is not kept (see reads.lost).
+// same policy, ABI and options builds the kept rules instead of deriving
+// them again (stating ~54 deny-read paths, reading the mount table,
+// listing "/", /etc and the home: ~0.5 ms on this project's machine). A
+// derivation is reused only while everything it was made from still
+// holds, checked on every use: each path's identity or existence (a stat
+// each), each listed directory's identity and change time, and the mount
+// table (a poll). A derivation whose reads cannot vouch for themselves is
+// not kept (see reads.lost).
 //
-// The kernel does not change a ruleset when a process restricts itself
-// with it, so one may serve any number of commands, at once or in turn;
-// nothing adds a rule to a kept one. The zero value is ready to use, and
-// one Cache serves any number of goroutines.
+// Each command gets a ruleset of its own, built anew: the runner adds the
+// rules of the mounts its view makes (a fresh devpts, a cache's overlay)
+// to the ruleset it gets, so a built ruleset is never shared. The zero
+// value is ready to use, and one Cache serves any number of goroutines.
 type Cache struct {
 	// settle is how far before a derivation a listed directory's change
 	// time must lie (0: vouch.Settle; tests shorten it).
@@ -40,22 +40,21 @@ type Cache struct {
 	entries []*entry
 }
 
-// cacheEntries bounds the rulesets a Cache keeps: the policies an agent's
-// session switches between (a mode or two, a few extra roots).
+// cacheEntries bounds the derivations a Cache keeps: the policies an
+// agent's session switches between (a mode or two, a few extra roots).
 const cacheEntries = 8
 
-// entry is one kept ruleset.
+// entry is one kept derivation.
 type entry struct {
 	key  string
 	rs   Ruleset
-	file *os.File
 	seen *reads
 }
 
-// Build returns the ruleset ForABIWith(p, v, o) derives and a descriptor
-// of it, built (Ruleset.Build) or taken from the cache. The caller closes
-// the descriptor, and must never add rules to it: other commands' may
-// refer to the same ruleset. A nil Cache builds every time.
+// Build returns the ruleset ForABIWith(p, v, o) derives, built
+// (Ruleset.Build): a new ruleset, the caller's to add rules to and close.
+// Its rules are those of a kept derivation when everything that one was
+// made from still holds. A nil Cache derives every time.
 func (c *Cache) Build(p modes.Policy, v int, o Options) (Ruleset, *os.File, error) {
 	if c == nil {
 		rs := ForABIWith(p, v, o)
@@ -63,8 +62,9 @@ func (c *Cache) Build(p modes.Policy, v int, o Options) (Ruleset, *os.File, erro
 		return rs, f, err
 	}
 	k := cacheKey(p, v, o)
-	if rs, f, ok := c.reuse(k); ok {
-		return rs, f, nil
+	if rs, ok := c.reuse(k); ok {
+		f, err := rs.Build()
+		return rs, f, err
 	}
 	settle := c.settle
 	if settle == 0 {
@@ -77,39 +77,29 @@ func (c *Cache) Build(p modes.Policy, v int, o Options) (Ruleset, *os.File, erro
 		rec.close()
 		return rs, f, err
 	}
-	kept, err := dup(f)
-	if err != nil {
-		rec.close()
-		return rs, f, nil // not kept; this command has its own
-	}
-	c.keep(&entry{key: k, rs: rs, file: kept, seen: rec})
+	c.keep(&entry{key: k, rs: rs, seen: rec})
 	return rs, f, nil
 }
 
-// reuse returns a copy of the descriptor of the ruleset kept under k, when
-// there is one and everything it was made from still holds; one that no
-// longer holds is dropped.
-func (c *Cache) reuse(k string) (Ruleset, *os.File, bool) {
+// reuse returns the derivation kept under k, when there is one and
+// everything it was made from still holds; one that no longer holds is
+// dropped.
+func (c *Cache) reuse(k string) (Ruleset, bool) {
 	c.mu.Lock()
 	i := slices.IndexFunc(c.entries, func(e *entry) bool { return e.key == k })
 	if i < 0 {
 		c.mu.Unlock()
-		return Ruleset{}, nil, false
+		return Ruleset{}, false
 	}
 	e := c.entries[i]
-	// (The copy is this command's whatever happens to the entry.)
-	f, err := dup(e.file)
 	copy(c.entries[1:i+1], c.entries[:i])
 	c.entries[0] = e
 	c.mu.Unlock()
-	if err == nil && e.seen.holds() {
-		return e.rs, f, true
-	}
-	if f != nil {
-		f.Close()
+	if e.seen.holds() {
+		return e.rs, true
 	}
 	c.drop(e)
-	return Ruleset{}, nil, false
+	return Ruleset{}, false
 }
 
 // keep adds e in front, in place of any entry of its key, and closes what
@@ -131,7 +121,7 @@ func (c *Cache) keep(e *entry) {
 	}
 	c.mu.Unlock()
 	for _, x := range out {
-		x.close()
+		x.seen.close()
 	}
 }
 
@@ -144,25 +134,21 @@ func (c *Cache) drop(e *entry) {
 	}
 	c.mu.Unlock()
 	if i >= 0 {
-		e.close()
+		e.seen.close()
 	}
 }
 
-// Close closes the kept rulesets. The cache stays usable.
+// Close closes the kept derivations' mount tables. The cache stays
+// usable.
 func (c *Cache) Close() error {
 	c.mu.Lock()
 	out := c.entries
 	c.entries = nil
 	c.mu.Unlock()
 	for _, e := range out {
-		e.close()
+		e.seen.close()
 	}
 	return nil
-}
-
-func (e *entry) close() {
-	e.file.Close()
-	e.seen.close()
 }
 
 // cacheKey encodes what ForABIWith reads of p, v and o.
@@ -194,15 +180,6 @@ func cacheKey(p modes.Policy, v int, o Options) string {
 	return b.String()
 }
 
-// dup returns a close-on-exec copy of f's descriptor.
-func dup(f *os.File) (*os.File, error) {
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), f.Name()), nil
-}
-
 // reads is what deriving and building one ruleset read of the filesystem,
 // each read kept as a fact that checks itself (holds):
 //
@@ -215,7 +192,8 @@ func dup(f *os.File) (*os.File, error) {
 //     rule binds to), kept open: the kernel marks it at its next change.
 //
 // Whatever changes one of those (a new ~/.ssh, a replaced workspace, a
-// package adding a file to /etc, a mount) makes the ruleset be built anew.
+// package adding a file to /etc, a mount) makes the ruleset be derived
+// anew.
 type reads struct {
 	// before is when the derivation began less the settle time: a
 	// directory's change time vouches only when it lies before
@@ -232,7 +210,7 @@ type reads struct {
 	// lost: a read cannot vouch for itself (a directory not listed, one
 	// changed since before, one on a filesystem whose change
 	// times do not vouch, a mount table that could not be opened), so
-	// the ruleset must not be reused.
+	// the derivation must not be reused.
 	lost bool
 }
 
@@ -367,16 +345,20 @@ func (r *reads) readDir(dir string) ([]os.DirEntry, error) {
 }
 
 // openMounts opens /proc/self/mountinfo; r, when not nil, keeps it open
-// (the caller then must not close it).
+// (the caller then must not close it). Kept, it is opened in blocking mode
+// (os.NewFile of a blocking descriptor), so that Go's netpoller does not
+// watch it: an epoll_wait of the runtime's would take the kernel's one
+// report of a mount change (it polls the file, which clears it) before
+// holds does.
 func (r *reads) openMounts() (*os.File, error) {
-	f, err := os.Open("/proc/self/mountinfo")
 	if r == nil {
-		return f, err
+		return os.Open("/proc/self/mountinfo")
 	}
+	fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		r.lost = true
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: "/proc/self/mountinfo", Err: err}
 	}
-	r.mounts = f
-	return f, nil
+	r.mounts = os.NewFile(uintptr(fd), "/proc/self/mountinfo")
+	return r.mounts, nil
 }

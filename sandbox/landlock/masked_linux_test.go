@@ -101,6 +101,12 @@ func TestMaskedReadDenied(t *testing.T) {
 // so it ends with its goroutine) and returns cat's combined output.
 func restrictedCat(t *testing.T, ruleset *os.File, paths ...string) (string, error) {
 	t.Helper()
+	return restrictedRun(t, ruleset, append([]string{"/bin/cat"}, paths...)...)
+}
+
+// restrictedRun is restrictedCat for any command argv.
+func restrictedRun(t *testing.T, ruleset *os.File, argv ...string) (string, error) {
+	t.Helper()
 	type res struct {
 		out string
 		err error
@@ -116,7 +122,7 @@ func restrictedCat(t *testing.T, ruleset *os.File, paths ...string) (string, err
 			ch <- res{err: e}
 			return
 		}
-		out, _ := exec.Command("/bin/cat", paths...).CombinedOutput() // cat fails on the masked path
+		out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput() // it may fail: its output says why
 		ch <- res{out: string(out)}
 	}()
 	r := <-ch
