@@ -108,12 +108,13 @@ type Cmd struct {
 	// UTS and net namespaces, so that it starts faster and shares its
 	// loopback with those commands.
 	Namespaces *NamespaceCache
-	// Rulesets, when not nil, keeps the Landlock rulesets built for
-	// commands (one serves many commands, at once or in turn; an Executor
-	// has one): a command whose policy, ABI and options are those of a
-	// kept ruleset uses it again, instead of deriving and building one,
-	// while every path it was made from is what it was (checked on each
-	// use: a stat per path, a poll of the mount table; see RulesetCache).
+	// Rulesets, when not nil, keeps the Landlock rulesets' derivations
+	// (one serves many commands, at once or in turn; an Executor has one):
+	// a command whose policy, ABI and options are those of a kept
+	// derivation builds its ruleset from those rules instead of deriving
+	// them again, while every path they were made from is what it was
+	// (checked on each use: a stat per path, a poll of the mount table;
+	// see RulesetCache).
 	Rulesets *RulesetCache
 
 	// cmdState is the started command's state, per platform (off Linux,

@@ -94,13 +94,14 @@ func (a *AuditCache) ReadRecords(r io.Reader) error {
 // start walk runs beside the command's start (see Cmd.Start).
 func (a *AuditCache) LoadRecords(r io.Reader) { a.c.LoadRecords(r) }
 
-// RulesetCache keeps the Landlock rulesets built for commands, for the
-// next commands of the same policy (Cmd.Rulesets). A kept ruleset is used
-// again only while what it was derived from and built on holds: the
-// existence of each deny-read path, the identity of each path it has a
-// rule on, the identity and change time of each directory it listed, and
-// the mount table; anything else makes it be built anew. Each kept ruleset
-// holds two descriptors until Close. The zero value is ready to use.
+// RulesetCache keeps the Landlock rulesets' derivations (their rules), for
+// the next commands of the same policy (Cmd.Rulesets), each of which still
+// builds a ruleset of its own. A kept derivation is used again only while
+// what it was derived from holds: the existence of each deny-read path,
+// the identity of each path it has a rule on, the identity and change time
+// of each directory it listed, and the mount table; anything else makes it
+// be derived anew. Each kept derivation holds a descriptor until Close. The
+// zero value is ready to use.
 type RulesetCache struct {
 	c landlock.Cache
 }
@@ -112,7 +113,7 @@ func (rc *RulesetCache) cache() *landlock.Cache {
 	return &rc.c
 }
 
-// Close closes the kept rulesets. The cache stays usable.
+// Close releases the kept derivations. The cache stays usable.
 func (rc *RulesetCache) Close() error { return rc.c.Close() }
 
 // cmdState is what a started Cmd keeps (Linux).
@@ -278,10 +279,10 @@ func (c *Cmd) Start() (err error) {
 // prepareCommand is what Start does for the command while its runner
 // starts, in a goroutine of its own: the policy's preparation (Landlock
 // ruleset, seccomp programs), the toolchain caches' layers, the mount plan
-// and the audit's start. The runner only waits for its spec meanwhile; everything here
-// must be done before the spec is sent, so before the command can change
-// anything. It must not touch what Start's goroutine does meanwhile (the
-// cgroup, the runner, the proxy).
+// and the audit's start. The runner only waits for its spec meanwhile;
+// everything here must be done before the spec is sent, so before the
+// command can change anything. It must not touch what Start's goroutine
+// does meanwhile (the cgroup, the runner, the proxy).
 func (c *Cmd) prepareCommand(ports []uint16) (err error) {
 	// The toolchain caches' overlays (not for the probe's `true`, which
 	// writes nothing and must not make cache directories).

@@ -64,8 +64,8 @@ type NamespaceCache struct{}
 // Close does nothing.
 func (nc *NamespaceCache) Close() error { return nil }
 
-// RulesetCache keeps the Landlock rulesets built for commands (Linux). Off
-// Linux no command is started: it keeps nothing.
+// RulesetCache keeps the Landlock rulesets' derivations (Linux). Off Linux
+// no command is started: it keeps nothing.
 type RulesetCache struct{}
 
 // Close does nothing.

@@ -35,7 +35,7 @@ type Executor struct {
 	audit sandbox.AuditCache   // what the post-run audits read and watch, for the next commands
 	// namespaces: the namespaces the commands of one policy share
 	namespaces sandbox.NamespaceCache
-	// rulesets: the Landlock rulesets built, for the next commands of
+	// rulesets: the Landlock rulesets' derivations, for the next commands of
 	// their policy
 	rulesets sandbox.RulesetCache
 
@@ -146,7 +146,7 @@ func (e *Executor) isClosed() bool {
 // Close kills every command the executor still runs (SIGTERM, then SIGKILL
 // after the grace), waits for them to settle, releases the audit's
 // directory watches (sandbox.AuditCache), ends the session runners
-// (sandbox.NamespaceCache) and closes the kept Landlock rulesets
+// (sandbox.NamespaceCache) and releases the kept Landlock derivations
 // (sandbox.RulesetCache). Spill files are left in place:
 // their paths may have been handed out. Later calls fail with ErrClosed.
 func (e *Executor) Close() error {
