@@ -79,7 +79,7 @@ type preparation struct {
 // the TCP ports of the egress proxy and the allowlist's hosts, under a
 // network allowlist. tx, when not nil, is the transaction the command runs
 // in; layers are the toolchain caches' (cachestore.Open, see addCaches).
-// rulesets, when not nil, keeps the Landlock rulesets built for reuse.
+// rulesets, when not nil, keeps the rulesets' derivations for reuse.
 func prepare(p modes.Policy, maxABI int, egressPorts []uint16, tx *transaction.Tx, layers []cachestore.Layer, rulesets *landlock.Cache) (*preparation, error) {
 	prep := &preparation{policy: p}
 	if tx != nil {
