@@ -29,6 +29,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -73,6 +74,8 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	flag.Parse()
+	defer watchHang()()
 	dir, err := os.MkdirTemp("/tmp", "dsh-it-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration: cannot create the build directory:", err)
@@ -561,10 +564,122 @@ func (id identity) start(t *testing.T, o runOpts) *started {
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
-			_, _ = cmd.Process.Wait()
+			// Waited for a bounded time: a process that SIGKILL cannot
+			// end (wait says so) must not hang the suite here.
+			reaped := make(chan struct{})
+			go func() { _, _ = cmd.Process.Wait(); close(reaped) }()
+			select {
+			case <-reaped:
+			case <-time.After(testtime.Scale(10 * time.Second)):
+			}
 		}
 	})
 	return s
+}
+
+// watchHang prints, a minute before go test's -timeout panics, what this
+// process and every process it started are doing in the kernel (the panic
+// shows only the goroutines): a hang's only trace in a CI log. The
+// returned function stops it.
+func watchHang() (stop func()) {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return func() {}
+	}
+	d, ok := f.Value.(flag.Getter).Get().(time.Duration)
+	if !ok || d <= 2*time.Minute {
+		return func() {}
+	}
+	t := time.AfterFunc(d-time.Minute, func() {
+		fmt.Fprintf(os.Stderr, "integration: go test's timeout is a minute away; the processes of this test:%s\nand every process in uninterruptible sleep:%s\n",
+			processTree(os.Getpid()), uninterruptible())
+	})
+	return func() { t.Stop() }
+}
+
+// cmdlineOf is the command line of the process at dir (/proc/PID), read
+// for at most a second: reading it waits for the process's memory map,
+// which a process stuck in the kernel may hold.
+func cmdlineOf(dir string) string {
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := os.ReadFile(dir + "/cmdline")
+		got <- b
+	}()
+	select {
+	case b := <-got:
+		return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
+	case <-time.After(time.Second):
+		return "(cmdline unreadable: its memory map is held)"
+	}
+}
+
+// uninterruptible describes every process with a thread in uninterruptible
+// sleep (state D), with its kernel stack (root).
+func uninterruptible() string {
+	var b strings.Builder
+	procs, _ := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
+	for _, tdir := range procs {
+		st, err := os.ReadFile(tdir + "/stat")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) == 0 || f[0] != "D" {
+			continue
+		}
+		stack, _ := os.ReadFile(tdir + "/stack")
+		fmt.Fprintf(&b, "\n  %s %q: %s\n    stack: %s", tdir, cmdlineOf(filepath.Dir(filepath.Dir(tdir))),
+			procSummary(tdir), strings.ReplaceAll(strings.TrimSpace(string(stack)), "\n", " | "))
+	}
+	return b.String()
+}
+
+// processTree describes the process pid and its descendants, a line per
+// thread: state, wait channel, signal masks and (root) the kernel stack of
+// each — what a process that will not end leaves to read.
+func processTree(pid int) string {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 1 {
+			if pp, err := strconv.Atoi(f[1]); err == nil {
+				children[pp] = append(children[pp], p)
+			}
+		}
+	}
+	var b strings.Builder
+	var walk func(p, depth int)
+	walk = func(p, depth int) {
+		if depth > 8 {
+			return
+		}
+		dir := "/proc/" + strconv.Itoa(p)
+		fmt.Fprintf(&b, "\n  %d %q", p, cmdlineOf(dir))
+		tasks, _ := os.ReadDir(dir + "/task")
+		for _, task := range tasks {
+			tdir := dir + "/task/" + task.Name()
+			fmt.Fprintf(&b, "\n    task %s: %s", task.Name(), procSummary(tdir))
+			if sc, err := os.ReadFile(tdir + "/syscall"); err == nil {
+				fmt.Fprintf(&b, " syscall=%s", strings.TrimSpace(string(sc)))
+			}
+			if st, err := os.ReadFile(tdir + "/stack"); err == nil && len(st) > 0 {
+				fmt.Fprintf(&b, "\n      stack: %s", strings.ReplaceAll(strings.TrimSpace(string(st)), "\n", " | "))
+			}
+		}
+		for _, c := range children[p] {
+			walk(c, depth+1)
+		}
+	}
+	walk(pid, 0)
+	return b.String()
 }
 
 // wait waits for the CLI with a timeout (0: 30 s; scaled by testtime: it
@@ -581,9 +696,19 @@ func (s *started) wait(t *testing.T, timeout time.Duration) result {
 	select {
 	case <-done:
 	case <-time.After(timeout):
+		// What it was doing, read before the kill: a hang's only trace.
+		hung := processTree(s.cmd.Process.Pid)
 		_ = s.cmd.Process.Kill()
-		<-done
-		t.Errorf("dsh-sandbox-run did not finish within %v: %q (killed)", timeout, s.args)
+		select {
+		case <-done:
+		case <-time.After(testtime.Scale(10 * time.Second)):
+			// SIGKILL did not end it: a thread sleeps in the kernel
+			// uninterruptibly. Fail now, with what each thread waits for,
+			// rather than wait for go test's timeout.
+			t.Fatalf("dsh-sandbox-run did not finish within %v, nor after SIGKILL: %q\nbefore the kill:%s\nafter it:%s",
+				timeout, s.args, hung, processTree(s.cmd.Process.Pid))
+		}
+		t.Errorf("dsh-sandbox-run did not finish within %v: %q (killed)\nwhat it was doing:%s", timeout, s.args, hung)
 	}
 	r := result{Cmdline: s.args, Exit: -1}
 	if st := s.cmd.ProcessState; st != nil {
