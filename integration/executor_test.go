@@ -700,12 +700,7 @@ func childRunner(parent int, n string) int {
 		if err != nil || !bytes.HasPrefix(b, []byte("dsh-sandbox-runner\x00")) || !bytes.Contains(b, []byte(n)) {
 			continue
 		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// fields after "comm)": state ppid ...
-		if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 1 && f[1] == strconv.Itoa(parent) {
+		if f := statFields(filepath.Join("/proc", e.Name())); len(f) > 1 && f[1] == strconv.Itoa(parent) {
 			return pid
 		}
 	}

@@ -597,6 +597,24 @@ func watchHang() (stop func()) {
 	return func() { t.Stop() }
 }
 
+// statFields are the fields of dir/stat (dir: /proc/PID or a task's
+// directory) after the command's name: state, ppid, ... (nil when it
+// cannot be read).
+func statFields(dir string) []string {
+	st, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+}
+
+// kernelStack is dir/stack on one line ("" when it cannot be read: root
+// only).
+func kernelStack(dir string) string {
+	st, _ := os.ReadFile(dir + "/stack")
+	return strings.ReplaceAll(strings.TrimSpace(string(st)), "\n", " | ")
+}
+
 // cmdlineOf is the command line of the process at dir (/proc/PID), read
 // for at most a second: reading it waits for the process's memory map,
 // which a process stuck in the kernel may hold.
@@ -620,16 +638,10 @@ func uninterruptible() string {
 	var b strings.Builder
 	procs, _ := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
 	for _, tdir := range procs {
-		st, err := os.ReadFile(tdir + "/stat")
-		if err != nil {
+		if f := statFields(tdir); len(f) == 0 || f[0] != "D" {
 			continue
 		}
-		if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) == 0 || f[0] != "D" {
-			continue
-		}
-		stack, _ := os.ReadFile(tdir + "/stack")
-		fmt.Fprintf(&b, "\n  %s %q: %s\n    stack: %s", tdir, cmdlineOf(filepath.Dir(filepath.Dir(tdir))),
-			procSummary(tdir), strings.ReplaceAll(strings.TrimSpace(string(stack)), "\n", " | "))
+		fmt.Fprintf(&b, "\n  %s %q: %s\n    stack: %s", tdir, cmdlineOf(filepath.Dir(filepath.Dir(tdir))), procSummary(tdir), kernelStack(tdir))
 	}
 	return b.String()
 }
@@ -645,11 +657,7 @@ func processTree(pid int) string {
 		if err != nil {
 			continue
 		}
-		st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 1 {
+		if f := statFields("/proc/" + e.Name()); len(f) > 1 {
 			if pp, err := strconv.Atoi(f[1]); err == nil {
 				children[pp] = append(children[pp], p)
 			}
@@ -670,8 +678,8 @@ func processTree(pid int) string {
 			if sc, err := os.ReadFile(tdir + "/syscall"); err == nil {
 				fmt.Fprintf(&b, " syscall=%s", strings.TrimSpace(string(sc)))
 			}
-			if st, err := os.ReadFile(tdir + "/stack"); err == nil && len(st) > 0 {
-				fmt.Fprintf(&b, "\n      stack: %s", strings.ReplaceAll(strings.TrimSpace(string(st)), "\n", " | "))
+			if st := kernelStack(tdir); st != "" {
+				fmt.Fprintf(&b, "\n      stack: %s", st)
 			}
 		}
 		for _, c := range children[p] {
@@ -961,11 +969,9 @@ func procsWithCmdline(argv ...string) []int {
 		if err != nil || string(b) != want {
 			continue
 		}
-		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
-			// skip zombies: they are dead, only not reaped yet
-			if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				continue
-			}
+		// skip zombies: they are dead, only not reaped yet
+		if f := statFields(filepath.Join("/proc", e.Name())); len(f) > 0 && f[0] == "Z" {
+			continue
 		}
 		pids = append(pids, pid)
 	}

@@ -179,8 +179,8 @@ func (c *pidsCgroup) survivors(t *testing.T) string {
 			shown++
 			fmt.Fprintf(&b, "\n  %d %s", p, procSummary(dir))
 			if runner {
-				if st, err := os.ReadFile(dir + "/stack"); err == nil {
-					fmt.Fprintf(&b, "\n    stack: %s", strings.ReplaceAll(strings.TrimSpace(string(st)), "\n", " | "))
+				if st := kernelStack(dir); st != "" {
+					fmt.Fprintf(&b, "\n    stack: %s", st)
 				}
 				if sc := sampleSyscalls(dir); sc != "" {
 					fmt.Fprintf(&b, "\n    syscalls: %s", sc)
