@@ -25,6 +25,7 @@ exit 0`
 // the original unchanged; without a mount view each is hidden whole. The
 // probe and the report say which.
 func TestCredentialFilesSanitized(t *testing.T) {
+	t.Parallel()
 	_, npmErr := exec.LookPath("npm")
 	hosts := append(append([]hostConfig{}, hostConfigs...), hostConfig{degradedDocker.name, &degradedDocker})
 	forEachHostOf(t, hosts, func(t *testing.T, host hostConfig, id identity) {

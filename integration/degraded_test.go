@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dsh-sandbox/dsh-sandbox/sandbox/modes"
 )
@@ -350,6 +349,7 @@ func TestDegradedSimulationBlocksUserNS(t *testing.T) {
 // modes still run, still deny writes outside the roots and the network, and
 // the probe and report say partial.
 func TestDegradedStillConfined(t *testing.T) {
+	t.Parallel()
 	for _, d := range []*degradation{&degradedNoUserNS, &degradedNoLandlock, &degradedAppArmor, &degradedUserNSOnly} {
 		t.Run(d.name, func(t *testing.T) {
 			forEachIdentity(t, func(t *testing.T, id identity) {
@@ -420,7 +420,7 @@ func TestDegradedStillConfined(t *testing.T) {
 						ws := id.workspace(t)
 						r := id.run(t, runOpts{Wrap: d.wrap(), Flags: sandboxFlags(mode, ws), Argv: bash(l.script), Dir: ws})
 						requireFailed(t, r)
-						if l.saw(300 * time.Millisecond) {
+						if l.saw(queuedWait) {
 							t.Errorf("the listener got a connection")
 						}
 						requireDenial(t, r, mode, l.op, l.target)

@@ -255,6 +255,7 @@ echo pwned > link2`, wantFail: true,
 // TestWritesOutsideRootsDenied: every way of writing outside the writable
 // roots fails, leaves the world unchanged and is reported as a fact.
 func TestWritesOutsideRootsDenied(t *testing.T) {
+	t.Parallel()
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		for _, mode := range confinedModes {
 			t.Run(mode, func(t *testing.T) {

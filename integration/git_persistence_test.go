@@ -180,6 +180,7 @@ PY`,
 // repository's own hook, there before the run, is left alone when the
 // command commits in it.
 func TestGitWorksInFreshWorkspace(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range gitConfigs() {
 		t.Run(cfg.name, func(t *testing.T) {
 			forEachIdentity(t, func(t *testing.T, id identity) {

@@ -49,6 +49,7 @@ true`
 // TestOwnLoopback: see above; as root and unprivileged, in both confined
 // modes, on every host with a supervisor.
 func TestOwnLoopback(t *testing.T) {
+	t.Parallel()
 	forEachHostOf(t, supervisedHosts, func(t *testing.T, h hostConfig, id identity) {
 		own := ownLoopback(h.d)
 		want := "refused"
@@ -84,7 +85,7 @@ func TestOwnLoopback(t *testing.T) {
 					}
 					requireDenial(t, r, mode, "socket", "AF_INET")
 				}
-				if c := acceptSaw(ln); c(100 * time.Millisecond) {
+				if c := acceptSaw(ln); c(queuedWait) {
 					t.Error("the host's loopback listener got a connection from the sandbox")
 				}
 			})
@@ -164,7 +165,7 @@ func TestOwnLoopbackUDPSendmsg(t *testing.T) {
 		} else {
 			requireDenial(t, r, "workspace-write", "socket", "AF_INET")
 		}
-		_ = pc.SetReadDeadline(time.Now().Add(testtime.Scale(100 * time.Millisecond)))
+		_ = pc.SetReadDeadline(time.Now().Add(queuedWait))
 		if n, _, err := pc.ReadFrom(make([]byte, 64)); err == nil {
 			t.Errorf("the host's UDP socket got %d bytes from the sandbox", n)
 		}
@@ -191,7 +192,7 @@ func TestOwnLoopbackUnderAllowlist(t *testing.T) {
 		requireServedOwn(t, r)
 		requireDenial(t, r, "workspace-write", "connect", fmt.Sprintf("127.0.0.1:%d", port))
 		requireDenial(t, r, "workspace-write", "connect", "192.0.2.1:80")
-		if c := acceptSaw(ln); c(100 * time.Millisecond) {
+		if c := acceptSaw(ln); c(queuedWait) {
 			t.Error("the host's loopback listener got a connection from the sandbox")
 		}
 	})

@@ -238,6 +238,7 @@ func TestMetadataProcEntries(t *testing.T) {
 // by descriptor; an allowed chmod is a change fact; a symlink's own owner
 // changes (chown -h) without touching its target.
 func TestMetadataInsideAllowed(t *testing.T) {
+	t.Parallel()
 	rsync := "true"
 	if _, err := exec.LookPath("rsync"); err == nil {
 		rsync = "rsync -a src/ rsyncdst/"

@@ -16,12 +16,19 @@ import (
 	"github.com/dsh-sandbox/dsh-sandbox/internal/testtime"
 )
 
+// queuedWait bounds the look for a connection or datagram a command made
+// before it exited. None is in flight by then: the kernel queued a unix
+// connection at connect, and on loopback a TCP connection before connect
+// returned and a datagram before sendto returned. So it is not scaled: a
+// longer look proves nothing more, and cost 3 s a check in the VM.
+const queuedWait = 50 * time.Millisecond
+
 // listener is a loopback endpoint started by the test process.
 type listener struct {
 	script string // the bash command that reaches it
-	// saw reports whether the endpoint got a connection/datagram; wait
-	// (scaled by testtime: a longer look only makes "nothing came" stronger)
-	// bounds how long it looks.
+	// saw reports whether the endpoint got a connection/datagram within
+	// wait: testtime.Scale(d) for one that should come, queuedWait for
+	// one the command made before it exited.
 	saw func(wait time.Duration) bool
 	// denial the report must name when it is blocked
 	op, target string
@@ -64,7 +71,7 @@ func udpListener(t *testing.T, d *degradation) listener {
 	l := listener{
 		script: fmt.Sprintf(`python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"hi", ("127.0.0.1", %d))'`, port),
 		saw: func(wait time.Duration) bool {
-			_ = pc.SetReadDeadline(time.Now().Add(testtime.Scale(wait)))
+			_ = pc.SetReadDeadline(time.Now().Add(wait))
 			buf := make([]byte, 64)
 			n, _, err := pc.ReadFrom(buf)
 			return err == nil && n > 0
@@ -110,7 +117,7 @@ func acceptSaw(ln net.Listener) func(time.Duration) bool {
 	return func(wait time.Duration) bool {
 		type deadliner interface{ SetDeadline(time.Time) error }
 		if d, ok := ln.(deadliner); ok {
-			_ = d.SetDeadline(time.Now().Add(testtime.Scale(wait)))
+			_ = d.SetDeadline(time.Now().Add(wait))
 		}
 		c, err := ln.Accept()
 		if err != nil {
@@ -130,6 +137,7 @@ func acceptSaw(ln net.Listener) func(time.Duration) bool {
 // confined modes; the listener saw nothing; the report names the denial. The
 // same succeed with --network and in danger-full-access.
 func TestNetworkBlocked(t *testing.T) {
+	t.Parallel()
 	type endpoint struct {
 		name string
 		make func(t *testing.T, id identity) listener
@@ -165,7 +173,7 @@ func TestNetworkBlocked(t *testing.T) {
 						ws := id.workspace(t)
 						r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws), Argv: bash(l.script), Dir: ws})
 						requireFailed(t, r)
-						if l.saw(300 * time.Millisecond) {
+						if l.saw(queuedWait) {
 							t.Errorf("the listener got a connection/datagram from the sandbox")
 						}
 						requireDenial(t, r, mode, l.op, l.target)
@@ -175,7 +183,7 @@ func TestNetworkBlocked(t *testing.T) {
 						ws := id.workspace(t)
 						r := id.run(t, runOpts{Flags: sandboxFlags(mode, ws, "--network"), Argv: bash(l.script), Dir: ws})
 						requireExit(t, r, 0)
-						if !l.saw(5 * time.Second) {
+						if !l.saw(testtime.Scale(5 * time.Second)) {
 							t.Errorf("the listener saw nothing with --network")
 						}
 						requireNoDenials(t, r)
@@ -189,7 +197,7 @@ func TestNetworkBlocked(t *testing.T) {
 					ws := id.workspace(t)
 					r := id.run(t, runOpts{Flags: sandboxFlags("danger-full-access", ws), Argv: bash(l.script), Dir: ws})
 					requireExit(t, r, 0)
-					if !l.saw(5 * time.Second) {
+					if !l.saw(testtime.Scale(5 * time.Second)) {
 						t.Errorf("the listener saw nothing in danger-full-access")
 					}
 					requireNoDenials(t, r)
@@ -204,6 +212,7 @@ func TestNetworkBlocked(t *testing.T) {
 // reach it — through sendto(), and through sendmsg(), whose address sits in
 // a struct the seccomp filter cannot see.
 func TestUnixDatagramOutsideDenied(t *testing.T) {
+	t.Parallel()
 	calls := []struct{ name, py string }{
 		{"sendto", `s.sendto(b"hi", %s)`},
 		{"sendmsg", `s.sendmsg([b"hi"], [], 0, %s)`},
@@ -230,7 +239,7 @@ func TestUnixDatagramOutsideDenied(t *testing.T) {
 						Dir:   ws,
 					})
 					requireFailed(t, r)
-					_ = pc.SetReadDeadline(time.Now().Add(testtime.Scale(300 * time.Millisecond)))
+					_ = pc.SetReadDeadline(time.Now().Add(queuedWait))
 					if n, _, err := pc.ReadFrom(make([]byte, 16)); err == nil {
 						t.Errorf("the outside datagram socket received %d bytes", n)
 					}

@@ -69,6 +69,7 @@ func TestNoNotifyProbeExact(t *testing.T) {
 // or a --protect path is refused by Landlock alone, and the files are
 // unchanged afterwards; writes elsewhere in the workspace land.
 func TestNoNotifyProtectedPaths(t *testing.T) {
+	t.Parallel()
 	d := degradedNoNotify
 	cases := []struct{ name, script string }{
 		{"plant .git/hooks/pre-commit", `printf '#!/bin/sh\ntouch /tmp/pwned\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit`},

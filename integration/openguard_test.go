@@ -145,6 +145,7 @@ if sys.argv[1] == "workspace-write":
 // O_RDONLY|O_TRUNC fail too below ABI 3 (a decision by path would be
 // raceable), and work from ABI 3 (Landlock handles truncation).
 func TestNoMountViewRefusesTruncationAndIoctlOpens(t *testing.T) {
+	t.Parallel()
 	outsideFiles := []string{"truncate", "open-rdonly-trunc", "openat-rdonly-trunc", "openat-ioctl-trunc", "open-ioctl", "openat-ioctl", "openat2", "raced"}
 	wsFiles := []string{"ws-truncate", "ws-rdonly-trunc", "ws-ioctl", "decoy", "readable"}
 	for _, h := range noViewHosts() {

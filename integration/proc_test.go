@@ -93,6 +93,7 @@ EOF`
 // TestHostProcessesUnreachable: a process of the same identity outside the
 // sandbox cannot be signalled, ptraced or have its environ read.
 func TestHostProcessesUnreachable(t *testing.T) {
+	t.Parallel()
 	forEachIdentity(t, func(t *testing.T, id identity) {
 		for _, mode := range confinedModes {
 			t.Run(mode, func(t *testing.T) {

@@ -34,6 +34,7 @@ func hostSocketDir(t *testing.T, id identity) string {
 // fact, and the host saw nothing. The command's own sockets keep working,
 // also through a hard link, and so do datagrams between its own sockets.
 func TestHostSocketInWritableRootDenied(t *testing.T) {
+	t.Parallel()
 	forEachHost(t, func(t *testing.T, h hostConfig, id identity) {
 		const mode = "workspace-write"
 		for _, c := range []struct{ name, via string }{
@@ -71,7 +72,7 @@ func TestHostSocketInWritableRootDenied(t *testing.T) {
 				if r.Exit == 3 {
 					t.Fatalf("the command could not make its link: %v", r)
 				}
-				if l.saw(300 * time.Millisecond) {
+				if l.saw(queuedWait) {
 					t.Errorf("the host listener got a connection from the sandbox")
 				}
 				want := sock
@@ -95,7 +96,7 @@ func TestHostSocketInWritableRootDenied(t *testing.T) {
 			py := fmt.Sprintf(`import socket; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(b"hi", %q)`, sock)
 			r := id.run(t, runOpts{Wrap: h.wrap(), Flags: sandboxFlags(mode, ws), Argv: []string{"python3", "-c", py}, Dir: ws})
 			requireFailed(t, r)
-			_ = pc.SetReadDeadline(time.Now().Add(testtime.Scale(300 * time.Millisecond)))
+			_ = pc.SetReadDeadline(time.Now().Add(queuedWait))
 			if n, _, err := pc.ReadFrom(make([]byte, 16)); err == nil {
 				t.Errorf("the host datagram socket received %d bytes", n)
 			}
