@@ -308,19 +308,25 @@ func (g *Group) killFor(d time.Duration) error {
 		}
 	}
 	// v1: the group is frozen, then listed and killed until a list names
-	// no task not killed yet, then thawed. The freezer state is written,
-	// never waited for (a dying task does not freeze), but from the write
-	// on every task forked in the group is frozen at its birth, and a
-	// killed task forks no more: so once a list holds nothing new, nothing
-	// is left that can fork. (Listed before the freeze, and once, a single
-	// KillNow left 87–99 of 300 tasks of a setsid bomb running; frozen first
-	// but listed once, a child forked while the freeze was written was
-	// thawed alive: TestKillNowEndsABomb.)
+	// no task not killed yet, then thawed. From the freeze on, every task
+	// forked in the group is frozen at its birth, and a killed task forks
+	// no more. But a task that was inside fork when it was killed finishes
+	// that fork, and its child joins the group only at the fork's end: a
+	// list made before then misses it, and the thaw lets it go. So the
+	// list waits, at most freezeWait, for the state to read FROZEN: every
+	// live task of the group then sits in the freezer, none inside fork.
+	// (A task that cannot freeze, asleep in the kernel, holds the state at
+	// FREEZING: the wait is bounded, and then the group is listed anyway.)
+	// Listed before the freeze, and once, a single KillNow left 87–99 of
+	// 300 tasks of a setsid bomb running; frozen first but listed once, a
+	// child forked while the freeze was written was thawed alive; frozen
+	// and listed until nothing new, without the wait, 80 tasks once in CI
+	// (TestKillNowEndsABomb).
 	freezer := filepath.Join(g.paths["freezer"], "freezer.state")
 	p := newPause()
 	for round := 0; round == 0 || time.Now().Before(deadline); round++ {
 		frozen := os.WriteFile(freezer, []byte(cgroups.Frozen), 0) == nil
-		n, err := g.killListed(frozen)
+		n, err := g.killListed(freezer, frozen)
 		if frozen {
 			// Killed tasks die once thawed.
 			os.WriteFile(freezer, []byte(cgroups.Thawed), 0)
@@ -339,15 +345,45 @@ func (g *Group) killFor(d time.Duration) error {
 	return errors.New("processes left in the cgroup after the kill")
 }
 
+// freezeWait bounds the wait for a v1 group to read FROZEN before it is
+// listed for a kill.
+const freezeWait = 250 * time.Millisecond
+
+// awaitFrozen waits, at most d, until the v1 freezer state at path reads
+// FROZEN; it reports whether it did.
+func awaitFrozen(path string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for p := newPause(); ; p.sleep() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		if strings.TrimSpace(string(b)) == string(cgroups.Frozen) {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+	}
+}
+
 // killListed SIGKILLs every task the group lists, and lists it again while
 // a list names a task not killed yet (only when frozen: else a bomb would
-// keep it listing); it returns how many tasks it killed.
-func (g *Group) killListed(frozen bool) (int, error) {
+// keep it listing); it returns how many tasks it killed. A frozen group
+// that lists a task is first awaited FROZEN (an empty one holds no fork
+// in progress: its parent would be listed).
+func (g *Group) killListed(freezer string, frozen bool) (int, error) {
 	killed := make(map[int]bool)
+	awaited := !frozen
 	for {
 		pids, err := g.allPids()
 		if err != nil {
 			return len(killed), err
+		}
+		if len(pids) > 0 && !awaited {
+			awaited = true
+			awaitFrozen(freezer, freezeWait)
+			continue
 		}
 		fresh := 0
 		for _, p := range pids {

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -342,12 +343,43 @@ func TestKillNowEndsABomb(t *testing.T) {
 		g.KillNow()
 		gone := pollEmpty(g, testtime.Scale(2*time.Second))
 		left, _ := g.allPids()
+		seen := taskStates(g, left)
 		g.Finish()
 		sh.Wait()
 		if !gone {
-			t.Fatalf("round %d: %d tasks of the bomb outlived KillNow", round, len(left))
+			t.Fatalf("round %d: %d tasks of the bomb outlived KillNow (%s)", round, len(left), seen)
 		}
 	}
+}
+
+// taskStates says, for a failure's log, what the group's freezer reads and
+// how many of pids are in each scheduler state, with a pending SIGKILL or
+// not: whether they were missed, or killed but not gone.
+func taskStates(g *Group, pids []int) string {
+	freezer, _ := os.ReadFile(filepath.Join(g.paths["freezer"], "freezer.state"))
+	count := map[string]int{}
+	for _, pid := range pids {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			count["gone"]++
+			continue
+		}
+		state, killed := "?", "SIGKILL not pending"
+		for _, line := range strings.Split(string(status), "\n") {
+			k, v, _ := strings.Cut(line, ":")
+			v = strings.TrimSpace(v)
+			switch k {
+			case "State":
+				state = v
+			case "SigPnd", "ShdPnd":
+				if n, err := strconv.ParseUint(v, 16, 64); err == nil && n&(1<<(syscall.SIGKILL-1)) != 0 {
+					killed = "SIGKILL pending"
+				}
+			}
+		}
+		count[state+", "+killed]++
+	}
+	return fmt.Sprintf("freezer %q, tasks %v", strings.TrimSpace(string(freezer)), count)
 }
 
 // startInGroup starts shell -c script, adds it to g and lets it go: the
