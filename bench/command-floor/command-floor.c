@@ -39,11 +39,35 @@
 //                 rmdir after (sandbox/internal/limits)
 //   5 -overlays variant 5 without the three toolchain-cache overlays (see
 //                 README.md: on this machine, the costliest part of the view)
+//   6 session-view variant 5 with the view made once per session: the
+//                 session also has a mount namespace of its own, in which it
+//                 made every part of the view that does not depend on the
+//                 command's pid namespace (the overlays with one work
+//                 directory each, the binds, masks, credential copy, devices,
+//                 read-only remounts); each command's clone copies it, and
+//                 its init mounts only its devpts and /proc (with /proc's
+//                 global entries read-only)
+//   7 session-pid variant 6 with the pid (and IPC) namespace made once per
+//                 session too, so that its view, /proc and devpts included,
+//                 and its Landlock ruleset (the view's rules with it) are
+//                 made once: per command the session's pid 1 forks, the child
+//                 joins the cgroup, confines itself with the session's
+//                 ruleset (capabilities, no_new_privs, restrict_self) and
+//                 execs the command, which loads its filter; after it, the
+//                 group is listed (what the command left would be killed
+//                 there, the init's kill(-1) of variants 1-6) and orphans
+//                 reaped. (Reusing the ruleset needs this: with a /proc per
+//                 command, the ruleset needs a rule on that /proc, and a
+//                 ruleset cannot be copied. Landlock skips the mount points
+//                 it crosses, so a rule on the session's /proc does not
+//                 cover one mounted on top of it: variant 6 with the
+//                 ruleset kept gets EACCES on /proc/self/status.)
 //   bwrap       bwrap --ro-bind / / --dev /dev --proc /proc --die-with-parent
 //                 --tmpfs /tmp --bind WS WS -- /bin/bash -c true
 //
-// Variants 1-5 run in a session process (in the user namespace); bare and
-// bwrap in a host process of the same size. The main process interleaves
+// Variants 1-5 run in a session process (in the user namespace), variant 6
+// in a second one that also holds the view; bare and bwrap in a host process
+// of the same size. The main process interleaves
 // batches of every variant, and reports per variant the median wall time per
 // command and the CPU time per command (getrusage of the parent and of its
 // reaped children; and the machine's busy time from /proc/stat, which also
@@ -126,8 +150,14 @@ struct ll_path_beneath {
 // The variants. V_NOOVL is variant 5 without the toolchain caches' three
 // overlays (the view's costliest part: see README.md); it comes after
 // V_CGROUP so that it has every step of the others.
-enum { V_BARE, V_NS, V_VIEW, V_LANDLOCK, V_SECCOMP, V_CGROUP, V_NOOVL, V_BWRAP, NV };
-static const char *vname[NV] = {"0 bare", "1 +ns", "2 +view", "3 +landlock", "4 +seccomp", "5 +cgroup", "5 -overlays", "bwrap"};
+// V_SVIEW is variant 5 with the view held by the session: see session_view.
+// V_SPID is V_SVIEW with the pid namespace, and so /proc and the ruleset,
+// made once per session too.
+enum { V_BARE, V_NS, V_VIEW, V_LANDLOCK, V_SECCOMP, V_CGROUP, V_NOOVL, V_SVIEW, V_SPID, V_BWRAP, NV };
+static const char *vname[NV] = {"0 bare",    "1 +ns",      "2 +view",        "3 +landlock",   "4 +seccomp",
+                                "5 +cgroup", "5 -overlays", "6 session-view", "7 session-pid", "bwrap"};
+// session_held says whether variant v runs in a session that holds the view.
+static int session_held(int v) { return v == V_SVIEW || v == V_SPID; }
 
 #define MAX_BATCH 1000
 #define MAX_PATH 512
@@ -143,7 +173,7 @@ static int opt_total = 400;       // throughput: commands in all
 static int opt_reps = 3;          // throughput: repetitions of each
 static int opt_check = 0;         // run each variant once, output shown, and stop
 static int opt_vmask = (1 << NV) - 1;
-static int opt_tmask = 1 << V_BARE | 1 << V_CGROUP | 1 << V_NOOVL | 1 << V_BWRAP; // throughput variants
+static int opt_tmask = 1 << V_BARE | 1 << V_CGROUP | 1 << V_NOOVL | 1 << V_SVIEW | 1 << V_SPID | 1 << V_BWRAP; // throughput variants
 static int opt_synthetic = 235;   // synthetic filter length without -F
 static const char *opt_bash = "/bin/bash";
 static const char *opt_script = "true";
@@ -152,6 +182,9 @@ static const char *opt_scratch = "/var/tmp";
 static const char *opt_filter;    // a BPF program file (dsh's)
 static const char *opt_bwrap = "bwrap";
 static const char *opt_raw;       // per-command wall times, as CSV
+
+static pid_t main_pid;
+static int runner_kind = -1; // which runner this process is (or serves), for unique names
 
 // ---------------------------------------------------------------------------
 // Small helpers.
@@ -294,14 +327,16 @@ struct mnt {
 	const char *src, *tgt, *fs;
 	unsigned long flags;
 	const char *data;
+	int part; // P_*, or -1: the first, which makes the tree private
 };
 
 static struct mnt view[1024];
 static int nview;
+static int cur_part = -1; // the part build_view is adding
 
 static void add_mount(const char *src, const char *tgt, const char *fs, unsigned long flags, const char *data) {
 	if (nview == (int)(sizeof view / sizeof view[0])) die("mount view too long");
-	view[nview++] = (struct mnt){src, tgt, fs, flags, data};
+	view[nview++] = (struct mnt){src, tgt, fs, flags, data, cur_part};
 }
 
 // The scratch tree (under opt_scratch): the caches, masks and credential
@@ -324,6 +359,10 @@ static const char *part_name[NPARTS] = {"overlays", "cachebinds", "roots", "mask
 static int view_omit; // a bit per part left out
 
 static int in_view(int part) { return !(view_omit & (1 << part)); }
+
+// per_command says whether a part of the view depends on the command's own
+// pid namespace, and so is mounted per command in variant 6 too.
+static int per_command(int part) { return part == P_DEVPTS || part == P_PROC || part == P_PROCGLOBALS; }
 
 static const char *writable_roots[4];
 static int nwritable;
@@ -419,19 +458,24 @@ static void build_view(void) {
 	const unsigned long cache_fl = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV;
 	const unsigned long mask_fl = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
 	const char *tiny = "mode=0700,size=4k,nr_inodes=16";
+	cur_part = -1;
 	add_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
 	// Toolchain caches: overlays, then binds of an upper layer.
+	cur_part = P_OVERLAYS;
 	for (int k = 0; k < N_OVERLAYS && in_view(P_OVERLAYS); k++) add_mount("overlay", ov_dir[k], "overlay", MS_NOSUID | MS_NODEV, ov_data[k]);
+	cur_part = P_CACHEBINDS;
 	for (int k = 0; k < N_CACHEBINDS && in_view(P_CACHEBINDS); k++) {
 		add_mount(bind_upper[k], bind_dir[k], NULL, MS_BIND, NULL);
 		add_mount(NULL, bind_dir[k], NULL, cache_fl | kept(bind_upper[k]), NULL);
 	}
 	// Writable roots, nodev.
+	cur_part = P_ROOTS;
 	for (int k = 0; k < nwritable && in_view(P_ROOTS); k++) {
 		add_mount(writable_roots[k], writable_roots[k], NULL, MS_BIND | MS_REC, NULL);
 		add_mount(NULL, writable_roots[k], NULL, MS_REMOUNT | MS_BIND | MS_NODEV | kept(writable_roots[k]), NULL);
 	}
 	// Deny-read paths: files under /dev/null, directories under an empty tmpfs.
+	cur_part = P_MASKS;
 	for (int k = 0; k < N_MASKFILES && in_view(P_MASKS); k++) {
 		add_mount("/dev/null", mask_file[k], NULL, MS_BIND, NULL);
 		add_mount(NULL, mask_file[k], NULL, MS_REMOUNT | MS_BIND | mask_fl | kept("/dev/null"), NULL);
@@ -439,12 +483,14 @@ static void build_view(void) {
 	for (int k = 0; k < N_MASKDIRS && in_view(P_MASKS); k++) add_mount("tmpfs", mask_dir[k], "tmpfs", mask_fl, tiny);
 	// A credential file's sanitized copy over it, read-only; the copies'
 	// directory hidden.
+	cur_part = P_CREDS;
 	if (in_view(P_CREDS)) {
 		add_mount(cred_file, cred_target, NULL, MS_BIND, NULL);
 		add_mount(NULL, cred_target, NULL, MS_REMOUNT | MS_BIND | mask_fl | kept(cred_target), NULL);
 		add_mount("tmpfs", cred_dir, "tmpfs", mask_fl, tiny);
 	}
 	// The devices that stay openable, bound onto themselves, read-only.
+	cur_part = P_DEVICES;
 	for (int k = 0; k < 6; k++) {
 		struct stat st;
 		have_device[k] = stat(devices[k], &st) == 0 && S_ISCHR(st.st_mode);
@@ -453,6 +499,7 @@ static void build_view(void) {
 		add_mount(NULL, devices[k], NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | kept(devices[k]), NULL);
 	}
 	// Every other mount point of the host, read-only and nodev.
+	cur_part = P_READONLY;
 	static char *points[512];
 	int np = host_mount_points(points, 512);
 	for (int i = 0; i < np; i++) {
@@ -467,6 +514,7 @@ static void build_view(void) {
 	// A devpts of the sandbox's own, its ptmx as /dev/ptmx.
 	struct stat st;
 	have_ptmx_bind = lstat("/dev/ptmx", &st) == 0 && !S_ISLNK(st.st_mode);
+	cur_part = P_DEVPTS;
 	if (in_view(P_DEVPTS)) {
 		add_mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
 		if (have_ptmx_bind) add_mount("/dev/pts/ptmx", "/dev/ptmx", NULL, MS_BIND, NULL);
@@ -475,8 +523,10 @@ static void build_view(void) {
 	// entry is bound onto itself (a bind takes its mount's flags), then
 	// writable again for /proc/PID.
 	unsigned long proc_fl = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_NOEXEC | kept("/proc");
+	cur_part = P_PROC;
 	if (in_view(P_PROC)) add_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	static char *globals[256];
+	cur_part = P_PROCGLOBALS;
 	if (in_view(P_PROC) && in_view(P_PROCGLOBALS)) {
 		add_mount(NULL, "/proc", NULL, proc_fl | MS_RDONLY, NULL);
 		nproc_globals = proc_globals(globals, 256);
@@ -742,6 +792,10 @@ static void start_notifier(void) {
 static const char *cg_ctrl[] = {"pids", "memory", "cpu", "cpuacct", "freezer"};
 #define NCG 5
 static char cg_own[NCG][MAX_PATH], cg_dir[NCG][MAX_PATH];
+// cg_fd holds each cg_own open, from before any runner moves: variant 6's
+// session lives in its read-only view, but, like dsh's supervisor outside
+// the view, makes the group through these, on the host's mounts.
+static int cg_fd[NCG];
 static char mem_limit[32];
 static int cg_memsw;
 
@@ -777,6 +831,7 @@ static void cg_find(void) {
 		}
 		if (f) fclose(f);
 		if (!cg_own[c][0]) die("cgroup v1 %s: not mounted", cg_ctrl[c]);
+		if ((cg_fd[c] = open(cg_own[c], O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) die("%s: %s", cg_own[c], strerror(errno));
 	}
 	// The default limits (modes.DefaultLimits): 4096 pids, half the memory,
 	// swap included where it is accounted.
@@ -792,26 +847,35 @@ static void cg_find(void) {
 
 // cg_create makes the command's group and opens its tasks files (the runner
 // joins by writing "0" to each). It returns 0 or -1.
+// cg_write writes data to the file rel under cg_fd[c].
+static int cg_write(int c, const char *rel, const char *data) {
+	int fd = openat(cg_fd[c], rel, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) return -1;
+	ssize_t n = write(fd, data, strlen(data));
+	close(fd);
+	return n == (ssize_t)strlen(data) ? 0 : -1;
+}
+
 static int cg_create(int *tasks) {
 	char p[MAX_PATH], cur[64];
 	for (int c = 0; c < NCG; c++) {
-		pathf(cg_dir[c], "%s/dsh-command-floor-%d-%u", cg_own[c], (int)getpid(), cmd_seq);
-		if (mkdir(cg_dir[c], 0755) < 0) return -1;
+		pathf(cg_dir[c], "dsh-command-floor-%d-%d-%d-%u", (int)main_pid, runner_kind, (int)getpid(), cmd_seq);
+		if (mkdirat(cg_fd[c], cg_dir[c], 0755) < 0) return -1;
 	}
 	// What the cgroup library's Set does for these limits: read the memory
 	// limit, write it (and memsw's), write pids.max.
 	pathf(p, "%s/memory.limit_in_bytes", cg_dir[1]);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	int fd = openat(cg_fd[1], p, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || read(fd, cur, sizeof cur) < 0) return -1;
 	close(fd);
-	if (write_file(p, mem_limit) < 0) return -1;
+	if (cg_write(1, p, mem_limit) < 0) return -1;
 	pathf(p, "%s/memory.memsw.limit_in_bytes", cg_dir[1]);
-	if (cg_memsw && write_file(p, mem_limit) < 0) return -1;
+	if (cg_memsw && cg_write(1, p, mem_limit) < 0) return -1;
 	pathf(p, "%s/pids.max", cg_dir[0]);
-	if (write_file(p, "4096") < 0) return -1;
+	if (cg_write(0, p, "4096") < 0) return -1;
 	for (int c = 0; c < NCG; c++) {
 		pathf(p, "%s/tasks", cg_dir[c]);
-		if ((tasks[c] = open(p, O_WRONLY | O_CLOEXEC)) < 0) return -1;
+		if ((tasks[c] = openat(cg_fd[c], p, O_WRONLY | O_CLOEXEC)) < 0) return -1;
 	}
 	return 0;
 }
@@ -820,7 +884,7 @@ static int cg_busy_retries;
 
 static void cg_remove(void) {
 	for (int c = 0; c < NCG; c++) {
-		for (int t = 0; rmdir(cg_dir[c]) < 0; t++) {
+		for (int t = 0; unlinkat(cg_fd[c], cg_dir[c], AT_REMOVEDIR) < 0; t++) {
 			if (errno != EBUSY || t == 1000) die("rmdir %s: %s", cg_dir[c], strerror(errno));
 			cg_busy_retries++;
 			usleep(100);
@@ -901,17 +965,18 @@ __attribute__((noreturn)) static void init(int v, const int *tasks, int ruleset)
 		}
 	}
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) child_fail("pdeathsig", NULL, errno);
-	if (v >= V_VIEW) {
+	if (v >= V_VIEW && v != V_SPID) {
 		for (int i = 0; i < nview; i++) {
 			const struct mnt *m = &view[i];
 			if (v == V_NOOVL && m->fs && !strcmp(m->fs, "overlay")) continue;
+			if (session_held(v) && !per_command(m->part)) continue; // the session's view has it
 			if (mount(m->src, m->tgt, m->fs, m->flags, m->data) < 0) child_fail("mount", m->tgt, errno);
 		}
 		// Re-enter the working directory, in the new mounts.
 		if (chdir(opt_ws) < 0) child_fail("chdir", opt_ws, errno);
 	}
 	if (v >= V_LANDLOCK) {
-		for (int i = 0; i < nview_rules; i++) {
+		for (int i = 0; i < nview_rules && v != V_SPID; i++) {
 			int e = ll_add(ruleset, &view_rules[i]);
 			if (e) child_fail("landlock rule", view_rules[i].path, e);
 		}
@@ -921,7 +986,7 @@ __attribute__((noreturn)) static void init(int v, const int *tasks, int ruleset)
 		if (syscall(SYS_landlock_restrict_self, ruleset, 0) < 0) child_fail("landlock_restrict_self", NULL, errno);
 		close(ruleset);
 	}
-	pid_t cmd = raw_fork(0);
+	pid_t cmd = v == V_SPID ? 0 : raw_fork(0); // variant 7: this process is the command
 	if (cmd < 0) child_fail("fork", NULL, errno);
 	if (cmd == 0) {
 		setsid();
@@ -941,32 +1006,56 @@ __attribute__((noreturn)) static void init(int v, const int *tasks, int ruleset)
 }
 
 // ---------------------------------------------------------------------------
-// One command of a sandboxed variant (1-5), from the parent's side: the
+// One command of a sandboxed variant (1-6), from the parent's side: the
 // supervisor's files and ruleset, the clone, the wait, the cleanup. It
 // returns the command's exit status.
+
+// make_credential_copy makes the credential file's sanitized copy (per
+// command, or once in variant 6's session).
+static void make_credential_copy(void) {
+	pathf(cred_dir, "/dev/shm/dsh-command-floor-credentials-%d-%d-%d-%u", (int)main_pid, runner_kind, (int)getpid(), cmd_seq);
+	pathf(cred_file, "%s/npmrc", cred_dir);
+	if (mkdir(cred_dir, 0700) < 0) die("mkdir %s: %s", cred_dir, strerror(errno));
+	int fd = open(cred_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, "registry=https://registry.npmjs.org/\n", 37) != 37) die("credential copy: %s", strerror(errno));
+	close(fd);
+}
+
+// session_ruleset is variant 7's ruleset, made at its first command by the
+// session's pid 1, in its view, the view's rules added, and kept.
+static int session_ruleset(void) {
+	static int fd = -1;
+	if (fd >= 0) return fd;
+	fd = (int)syscall(SYS_landlock_create_ruleset, &ll_attr, ll_attr_size, 0);
+	if (fd < 0) die("landlock_create_ruleset: %s", strerror(errno));
+	for (int i = 0; i < nsup_rules; i++) {
+		int e = ll_add(fd, &sup_rules[i]);
+		if (e) die("landlock rule %s: %s", sup_rules[i].path, strerror(e));
+	}
+	for (int i = 0; i < nview_rules; i++) {
+		int e = ll_add(fd, &view_rules[i]);
+		if (e) die("landlock rule %s: %s", view_rules[i].path, strerror(e));
+	}
+	return fd;
+}
 
 static int run_sandboxed(int v) {
 	int tasks[NCG], ruleset = -1;
 	cmd_seq++;
-	int overlays = v >= V_VIEW && v != V_NOOVL && in_view(P_OVERLAYS);
+	int overlays = v >= V_VIEW && v != V_NOOVL && !session_held(v) && in_view(P_OVERLAYS);
+	int creds = v >= V_VIEW && !session_held(v) && in_view(P_CREDS);
 	if (overlays) {
 		// The overlays' fresh work directories.
 		for (int k = 0; k < N_OVERLAYS; k++) {
-			pathf(ov_wdir[k], "%s/w-%d-%u", ov_work[k], (int)getpid(), cmd_seq);
+			pathf(ov_wdir[k], "%s/w-%d-%d-%u", ov_work[k], runner_kind, (int)getpid(), cmd_seq);
 			if (mkdir(ov_wdir[k], 0700) < 0) die("mkdir %s: %s", ov_wdir[k], strerror(errno));
 			snprintf(ov_data[k], sizeof ov_data[k], "lowerdir=%s,upperdir=%s,workdir=%s,userxattr,volatile", ov_dir[k], ov_upper[k], ov_wdir[k]);
 		}
 	}
-	if (v >= V_VIEW && in_view(P_CREDS)) {
-		// The credential file's sanitized copy.
-		pathf(cred_dir, "/dev/shm/dsh-command-floor-credentials-%d-%u", (int)getpid(), cmd_seq);
-		pathf(cred_file, "%s/npmrc", cred_dir);
-		if (mkdir(cred_dir, 0700) < 0) die("mkdir %s: %s", cred_dir, strerror(errno));
-		int fd = open(cred_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd < 0 || write(fd, "registry=https://registry.npmjs.org/\n", 37) != 37) die("credential copy: %s", strerror(errno));
-		close(fd);
-	}
-	if (v >= V_LANDLOCK) {
+	if (creds) make_credential_copy();
+	if (v == V_SPID) {
+		ruleset = session_ruleset();
+	} else if (v >= V_LANDLOCK) {
 		ruleset = (int)syscall(SYS_landlock_create_ruleset, &ll_attr, ll_attr_size, 0);
 		if (ruleset < 0) die("landlock_create_ruleset: %s", strerror(errno));
 		for (int i = 0; i < nsup_rules; i++) {
@@ -975,19 +1064,30 @@ static int run_sandboxed(int v) {
 		}
 	}
 	if (v >= V_CGROUP && cg_create(tasks) < 0) die("cgroup: %s", strerror(errno));
-	pid_t p = raw_fork(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID);
+	pid_t p = raw_fork(v == V_SPID ? 0 : CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID);
 	if (p < 0) die("clone: %s", strerror(errno));
 	if (p == 0) init(v, tasks, ruleset);
-	if (ruleset >= 0) close(ruleset);
+	if (ruleset >= 0 && v != V_SPID) close(ruleset);
 	if (v >= V_CGROUP)
 		for (int c = 0; c < NCG; c++) close(tasks[c]);
 	int st;
 	while (waitpid(p, &st, 0) < 0)
 		if (errno != EINTR) die("waitpid: %s", strerror(errno));
+	if (v == V_SPID) {
+		// What the command left is in its group (no init to kill(-1) it):
+		// the group listed, and the orphans this pid 1 inherited reaped.
+		char p[MAX_PATH], buf[256];
+		pathf(p, "%s/cgroup.procs", cg_dir[0]);
+		int fd = openat(cg_fd[0], p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || read(fd, buf, sizeof buf) != 0) die("variant 7: the command's group is not empty");
+		close(fd);
+		while (waitpid(-1, NULL, WNOHANG) > 0) {
+		}
+	}
 	if (v >= V_CGROUP) cg_remove();
 	for (int k = 0; k < N_OVERLAYS && overlays; k++)
 		if (rm_tree(AT_FDCWD, ov_wdir[k]) < 0) die("remove %s: %s", ov_wdir[k], strerror(errno));
-	if (v >= V_VIEW && in_view(P_CREDS) && (unlink(cred_file) < 0 || rmdir(cred_dir) < 0)) die("remove %s: %s", cred_dir, strerror(errno));
+	if (creds && (unlink(cred_file) < 0 || rmdir(cred_dir) < 0)) die("remove %s: %s", cred_dir, strerror(errno));
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -1080,9 +1180,9 @@ struct request {
 	int v, count, workers;
 };
 
-enum { HOST, SESSION };
-static int runner_sock[2] = {-1, -1};
-static pid_t runner_pid[2], main_pid;
+enum { HOST, SESSION, SVIEW, SPID, NRUNNERS };
+static int runner_sock[NRUNNERS] = {-1, -1, -1, -1};
+static pid_t runner_pid[NRUNNERS];
 
 static void loopback_up(void) {
 	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -1095,7 +1195,49 @@ static void loopback_up(void) {
 	close(s);
 }
 
-static void enter_session(void) {
+// session_view is variant 6's session: before its notifier thread starts
+// (a process that shares its filesystem context with a thread cannot
+// unshare a mount namespace), it moves to a mount namespace of its own and
+// makes in it every part of the view that does not depend on a command's
+// pid namespace, the overlays with a work directory each and the credential
+// copy included, once. Each command's clone then copies that view, and its
+// init mounts only the parts per_command names. (The mounts go with the
+// namespace when the session ends; main's cleanup removes the files.)
+static void session_view(int all) {
+	if (!all && unshare(CLONE_NEWNS) < 0) die("session mount namespace: %s", strerror(errno));
+	for (int k = 0; k < N_OVERLAYS && in_view(P_OVERLAYS); k++) {
+		pathf(ov_wdir[k], "%s/w-session-%d", ov_work[k], runner_kind);
+		if (mkdir(ov_wdir[k], 0700) < 0) die("mkdir %s: %s", ov_wdir[k], strerror(errno));
+		snprintf(ov_data[k], sizeof ov_data[k], "lowerdir=%s,upperdir=%s,workdir=%s,userxattr,volatile", ov_dir[k], ov_upper[k], ov_wdir[k]);
+	}
+	if (in_view(P_CREDS)) make_credential_copy();
+	for (int i = 0; i < nview; i++) {
+		const struct mnt *m = &view[i];
+		if (!all && m->part >= 0 && per_command(m->part)) continue;
+		if (mount(m->src, m->tgt, m->fs, m->flags, m->data) < 0) die("session view: mount %s: %s", m->tgt, strerror(errno));
+	}
+	if (chdir(opt_ws) < 0) die("chdir %s: %s", opt_ws, strerror(errno));
+}
+
+// session_pid is variant 7's session: new pid, mount and IPC namespaces,
+// whose pid 1 (a child: the caller waits for it and ends with it) goes on
+// as the session, makes the whole view (its /proc that of the new pid
+// namespace) and runs the commands.
+static void session_pid(void) {
+	if (unshare(CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC) < 0) die("session pid namespace: %s", strerror(errno));
+	pid_t p = fork();
+	if (p < 0) die("fork: %s", strerror(errno));
+	if (p > 0) {
+		int st;
+		while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
+		}
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+	}
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	session_view(1);
+}
+
+static void enter_session(int which) {
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
 	if (unshare(CLONE_NEWUSER) < 0) die("user namespace: %s", strerror(errno));
@@ -1107,12 +1249,15 @@ static void enter_session(void) {
 	if (write_file("/proc/self/gid_map", map) < 0) die("gid_map: %s", strerror(errno));
 	if (unshare(CLONE_NEWUTS | CLONE_NEWNET) < 0) die("uts and net namespaces: %s", strerror(errno));
 	loopback_up();
+	if (which == SVIEW) session_view(0);
+	if (which == SPID) session_pid();
 	start_notifier();
 }
 
 __attribute__((noreturn)) static void runner_main(int which, int sock) {
+	runner_kind = which;
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (which == SESSION) enter_session();
+	if (which != HOST) enter_session(which);
 	static struct result r;
 	struct request q;
 	while (recv(sock, &q, sizeof q, 0) == sizeof q && q.kind != 2) {
@@ -1135,7 +1280,8 @@ static void start_runner(int which) {
 	if (runner_pid[which] < 0) die("fork: %s", strerror(errno));
 	if (runner_pid[which] == 0) {
 		close(sp[0]);
-		if (runner_sock[HOST] >= 0) close(runner_sock[HOST]);
+		for (int k = 0; k < NRUNNERS; k++)
+			if (runner_sock[k] >= 0) close(runner_sock[k]);
 		runner_main(which, sp[1]);
 	}
 	close(sp[1]);
@@ -1145,7 +1291,7 @@ static void start_runner(int which) {
 // ask has the runner of variant v run a request: a batch (kind 0) or a
 // throughput run (kind 1).
 static void ask(int kind, int v, int count, int workers, struct result *r) {
-	int sock = runner_sock[v == V_BARE || v == V_BWRAP ? HOST : SESSION];
+	int sock = runner_sock[v == V_BARE || v == V_BWRAP ? HOST : v == V_SVIEW ? SVIEW : v == V_SPID ? SPID : SESSION];
 	struct request q = {kind, v, count, workers};
 	if (send(sock, &q, sizeof q, 0) != sizeof q) die("send to a runner: %s", strerror(errno));
 	if (recv(sock, r, sizeof *r, 0) != sizeof *r) die("a runner failed (see above)");
@@ -1174,8 +1320,10 @@ static void usage(void) {
 	        "  -W K        warm-up batches per variant (1)\n"
 	        "  -t W:T      throughput: W workers, T commands in all (4:400); 0 leaves it out\n"
 	        "  -r R        throughput repetitions (3)\n"
-	        "  -V LIST     variants, comma-separated, of 0-5, 5o (5 without the cache overlays) and bwrap (all)\n"
-	        "  -T LIST     the throughput run's variants (0,5,5o,bwrap)\n"
+	        "  -V LIST     variants, comma-separated, of 0-5, 5o (5 without the cache overlays), 6 (5 with the\n"
+	        "              view made once per session), 7 (6 with the pid namespace, /proc and the\n"
+	        "              ruleset made once per session too) and bwrap (all)\n"
+	        "  -T LIST     the throughput run's variants (0,5,5o,6,7,bwrap)\n"
 	        "  -O PARTS    leave parts of the mount view out (to see what each costs), of: overlays,\n"
 	        "              cachebinds, roots, masks, creds, devices, readonly, devpts, proc, procglobals\n"
 	        "  -w WS       workspace (a new directory in /tmp)\n"
@@ -1197,6 +1345,10 @@ static int parse_variants(const char *s) {
 			mask |= 1 << V_BWRAP;
 		else if (!strcmp(t, "5o"))
 			mask |= 1 << V_NOOVL;
+		else if (!strcmp(t, "6"))
+			mask |= 1 << V_SVIEW;
+		else if (!strcmp(t, "7"))
+			mask |= 1 << V_SPID;
 		else if (t[0] >= '0' && t[0] <= '5' && !t[1])
 			mask |= 1 << (t[0] - '0');
 		else
@@ -1220,13 +1372,22 @@ static char ws_made[MAX_PATH];
 
 static void cleanup(void) {
 	if (getpid() != main_pid) return; // a runner or worker that failed: the main process cleans up
-	for (int k = HOST; k <= SESSION; k++) {
+	for (int k = 0; k < NRUNNERS; k++) {
 		if (runner_sock[k] < 0) continue;
 		struct request q = {2, 0, 0, 0};
 		send(runner_sock[k], &q, sizeof q, 0);
 		waitpid(runner_pid[k], NULL, 0);
 	}
 	if (scratch[0]) rm_tree(AT_FDCWD, scratch);
+	// The sessions' credential copies (variants 6 and 7), named after this
+	// process.
+	char prefix[64];
+	snprintf(prefix, sizeof prefix, "dsh-command-floor-credentials-%d-", (int)main_pid);
+	int shm = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = shm >= 0 ? fdopendir(shm) : NULL;
+	for (struct dirent *e; d && (e = readdir(d));)
+		if (!strncmp(e->d_name, prefix, strlen(prefix))) rm_tree(shm, e->d_name);
+	if (d) closedir(d);
 	if (ws_made[0]) rm_tree(AT_FDCWD, ws_made);
 }
 
@@ -1306,11 +1467,17 @@ int main(int argc, char **argv) {
 	       "seccomp %s, %u instructions; cgroup v1 %s%s\n",
 	       nview, nremount_ro, nproc_globals, nsup_rules + nview_rules, nsup_rules, nview_rules, ll_abi, opt_filter ? opt_filter : "synthetic",
 	       bpf_len, cg_own[1], cg_memsw ? " (memsw)" : "");
+	int nper = 0;
+	for (int i = 0; i < nview; i++) nper += view[i].part >= 0 && per_command(view[i].part);
+	printf("command-floor: variant 6 makes %d of them once per session, %d per command; variant 7 all %d once per session\n", nview - nper, nper, nview);
 	for (int k = 0; k < NPARTS; k++)
 		if (!in_view(k)) printf("command-floor: the mount view leaves out: %s\n", part_name[k]);
 	fflush(stdout);
 	start_runner(HOST);
 	start_runner(SESSION);
+	int wanted = opt_vmask | (opt_workers > 0 ? opt_tmask : 0);
+	if (wanted & (1 << V_SVIEW)) start_runner(SVIEW);
+	if (wanted & (1 << V_SPID)) start_runner(SPID);
 
 	int vs[NV], nv = 0;
 	for (int v = 0; v < NV; v++)
