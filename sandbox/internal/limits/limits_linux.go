@@ -350,19 +350,13 @@ func (g *Group) killFor(d time.Duration) error {
 const freezeWait = 250 * time.Millisecond
 
 // awaitFrozen waits, at most d, until the v1 freezer state at path reads
-// FROZEN; it reports whether it did.
-func awaitFrozen(path string, d time.Duration) bool {
+// FROZEN (or cannot be read).
+func awaitFrozen(path string, d time.Duration) {
 	deadline := time.Now().Add(d)
-	for p := newPause(); ; p.sleep() {
+	for p := newPause(); time.Now().Before(deadline); p.sleep() {
 		b, err := os.ReadFile(path)
-		if err != nil {
-			return false
-		}
-		if strings.TrimSpace(string(b)) == string(cgroups.Frozen) {
-			return true
-		}
-		if !time.Now().Before(deadline) {
-			return false
+		if err != nil || strings.TrimSpace(string(b)) == string(cgroups.Frozen) {
+			return
 		}
 	}
 }
